@@ -1,0 +1,175 @@
+"""The bundle store on the admin host: ``$VIGIL_HOME/bundles/``.
+
+::
+
+    bundles/
+      highest                  the highest version ever imported (only grows)
+      7/manifest.json          the signed manifest, as carried in
+      7/signatures/*.minisig   its signatures
+      7/files/...              the verified payload files
+      7/import.json            when, from which file, which signers, manifest digest
+
+An import verifies the bundle while unpacking it into ``bundles/.staging-*`` and renames
+the staging directory to its version only when every check passed; on any failure the
+staging directory is removed and the store is as it was. Imports serialize on a lock of
+the store directory. A version not above ``highest`` is refused (rollback protection)
+unless the operator passes ``allow_downgrade`` — the caller records that choice.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bundle._atomic import fsync_dir, write_file_atomic
+from bundle.errors import BundleError, RollbackRefused
+from bundle.manifest import format_time
+from bundle.payload import Progress
+from bundle.trust import TrustRoot
+from bundle.verify import VerifiedHead, verify_bundle
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    version: int
+    path: Path
+    manifest_sha256: str
+    signers: list[str]
+    already_imported: bool
+    downgrade: bool
+    files: int
+    bytes: int
+
+
+class _AlreadyImported(Exception):
+    def __init__(self, head: VerifiedHead) -> None:
+        self.head = head
+
+
+class BundleStore:
+    def __init__(self, home: Path) -> None:
+        self.root = Path(home) / "bundles"
+
+    def highest(self) -> int:
+        try:
+            text = (self.root / "highest").read_text().strip()
+        except FileNotFoundError:
+            return 0
+        if not text.isdigit():
+            raise BundleError(str(self.root / "highest"), f"corrupt: {text[:40]!r} is not a version number")
+        return int(text)
+
+    def versions(self) -> list[int]:
+        if not self.root.is_dir():
+            return []
+        return sorted(int(p.name) for p in self.root.iterdir() if p.name.isdigit() and p.is_dir())
+
+    def record(self, version: int) -> dict[str, object]:
+        path = self.root / str(version) / "import.json"
+        try:
+            data: dict[str, object] = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise BundleError(str(path), f"cannot read import record: {exc}") from None
+        return data
+
+    def import_bundle(
+        self,
+        path: Path,
+        trust: TrustRoot,
+        *,
+        vigil_version: str,
+        allow_downgrade: bool = False,
+        now: datetime | None = None,
+        progress: Progress | None = None,
+    ) -> ImportResult:
+        created_root = not self.root.exists()
+        self.root.mkdir(mode=0o750, parents=True, exist_ok=True)
+        lock_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        staging: Path | None = None
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=self.root))
+            highest = self.highest()
+            downgrade = False
+
+            def gate(head: VerifiedHead) -> None:  # step 6: rollback protection
+                nonlocal downgrade
+                version = head.manifest.version
+                existing = self.root / str(version)
+                if existing.is_dir():
+                    try:
+                        same = json.loads((existing / "import.json").read_text()).get("manifest_sha256")
+                    except (OSError, json.JSONDecodeError):
+                        same = None
+                    if same == head.manifest_sha256:
+                        raise _AlreadyImported(head)
+                    raise RollbackRefused(
+                        head.path.name, f"version {version} is already imported with a different manifest"
+                    )
+                if version <= highest:
+                    if not allow_downgrade:
+                        raise RollbackRefused(
+                            head.path.name,
+                            f"version {version} is not newer than the highest imported ({highest}); "
+                            "pass --allow-downgrade to import it anyway",
+                        )
+                    downgrade = True
+
+            try:
+                head = verify_bundle(
+                    path,
+                    trust,
+                    vigil_version=vigil_version,
+                    now=now,
+                    extract_to=staging / "files",
+                    before_payload=gate,
+                    progress=progress,
+                )
+            except _AlreadyImported as done:
+                h = done.head
+                return ImportResult(
+                    version=h.manifest.version, path=self.root / str(h.manifest.version),
+                    manifest_sha256=h.manifest_sha256, signers=h.signers, already_imported=True,
+                    downgrade=False, files=len(h.manifest.files), bytes=h.manifest.total_size,
+                )
+            version = head.manifest.version
+            (staging / "files").mkdir(exist_ok=True)
+            write_file_atomic(staging / "manifest.json", head.manifest_bytes)
+            (staging / "signatures").mkdir()
+            for key_id, sig in sorted(head.signatures.items()):
+                write_file_atomic(staging / "signatures" / f"{key_id}.minisig", sig)
+            record = {
+                "version": version,
+                "source": str(Path(path).resolve()),
+                "imported": format_time(datetime.now(UTC)),
+                "manifest_sha256": head.manifest_sha256,
+                "signers": head.signers,
+                "downgrade": downgrade,
+                "channel": head.manifest.channel,
+                "arch": head.manifest.arch,
+            }
+            write_file_atomic(staging / "import.json", json.dumps(record, indent=1, sort_keys=True).encode())
+            os.chmod(staging, 0o750)
+            final = self.root / str(version)
+            os.rename(staging, final)
+            staging = None
+            if version > highest:
+                write_file_atomic(self.root / "highest", f"{version}\n".encode())
+            fsync_dir(self.root)
+            return ImportResult(
+                version=version, path=final, manifest_sha256=head.manifest_sha256, signers=head.signers,
+                already_imported=False, downgrade=downgrade, files=len(head.manifest.files),
+                bytes=head.manifest.total_size,
+            )
+        finally:
+            if staging is not None:
+                shutil.rmtree(staging, ignore_errors=True)
+            os.close(lock_fd)
+            if created_root and not any(self.root.iterdir()):
+                self.root.rmdir()
