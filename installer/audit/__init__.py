@@ -1,10 +1,46 @@
-"""Tamper-evident audit log (being written; see issue 6)."""
+"""The appliance's tamper-evident audit log.
+
+Every vigil command appends one record to ``$VIGIL_HOME/audit/log.jsonl`` and a signed
+checkpoint to ``$VIGIL_HOME/audit/checkpoints.jsonl`` before it exits.
+
+Why a SHA-256 hash chain and not an RFC 6962 Merkle tree: each record carries the hash of
+the one before, so a verifier walks the file once, in constant memory, with nothing but
+``hashlib``; an appliance log holds thousands to a few million records, which a linear walk
+checks in seconds. A Merkle tree (RFC 6962, as in Certificate Transparency) would add
+O(log n) inclusion proofs (show one record belongs to a signed head without the rest of
+the log) and consistency proofs (show a later head extends an earlier one without
+re-reading the log). Neither is needed when the auditor receives the whole log, which is
+how ``vigil audit export`` hands it over; the chain keeps the format simple enough to check
+with a short script.
+
+Checkpoints are signed with the appliance's own Ed25519 audit key (see
+:mod:`installer.audit.keys`), so rewriting the chain from some record onward — which a
+chain alone cannot reveal — no longer matches a signed head.
+"""
 
 from __future__ import annotations
 
-from installer.cli._context import Context
+from installer.audit._canonical import GENESIS, canonical
+from installer.audit._files import AuditPaths
+from installer.audit.command import record_command
+from installer.audit.errors import AuditError
+from installer.audit.export import export
+from installer.audit.keys import key_id, load_public_key
+from installer.audit.log import DEFAULT_CHECKPOINT_EVERY, AuditLog
+from installer.audit.verify import Summary, verify, verify_summary
 
-
-def record_command(ctx: Context) -> None:
-    """Append one record for this invocation and a signed checkpoint."""
-    return None
+__all__ = [
+    "DEFAULT_CHECKPOINT_EVERY",
+    "GENESIS",
+    "AuditError",
+    "AuditLog",
+    "AuditPaths",
+    "Summary",
+    "canonical",
+    "export",
+    "key_id",
+    "load_public_key",
+    "record_command",
+    "verify",
+    "verify_summary",
+]
