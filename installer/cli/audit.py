@@ -1,9 +1,173 @@
-"""`vigil audit` subcommands."""
+"""`vigil audit` subcommands: show, verify, checkpoint, export."""
 
 from __future__ import annotations
 
 import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from bundle.errors import UsageError
+from installer.audit import GENESIS, AuditLog, AuditPaths, export, verify_summary
+from installer.audit._canonical import parse_since
+from installer.cli._context import Context
+
+CSV_COLUMNS = ("seq", "time", "user", "uid", "operator", "host", "action", "object", "outcome", "reason",
+               "details", "hash")
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    pass
+    p = sub.add_parser(
+        "audit",
+        help="read, verify, checkpoint and export the appliance's audit log",
+        description="The appliance's tamper-evident audit log: one record per vigil command in "
+        "$VIGIL_HOME/audit/log.jsonl, chained by SHA-256, with Ed25519-signed checkpoints in "
+        "checkpoints.jsonl.",
+    )
+    audit_sub = p.add_subparsers(dest="audit_command", metavar="SUBCOMMAND", parser_class=type(p))
+    audit_sub.required = True
+
+    show = audit_sub.add_parser(
+        "show",
+        help="print records",
+        description="Print audit records in log order. Reading does not verify; use `vigil audit verify`.",
+    )
+    show.add_argument("--since", metavar="ISO", help="only records at or after this time (ISO 8601; no zone = UTC)")
+    show.add_argument(
+        "--action",
+        dest="action_prefix",
+        metavar="PREFIX", help="only actions equal to PREFIX or under it (`bundle` matches `bundle.import`)"
+    )
+    fmt = show.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print a JSON array of the records as stored")
+    fmt.add_argument("--csv", action="store_true", help="print CSV with a header row")
+    show.set_defaults(func=show_handler, action="audit.show")
+
+    verify = audit_sub.add_parser(
+        "verify",
+        help="check the hash chain and the signed checkpoints",
+        description="Verify a log against its checkpoints and the audit public key. Without options, "
+        "verifies $VIGIL_HOME/audit/ with the appliance's own public key. On an exported copy, pass all "
+        "three files: only the public key is needed. Exits non-zero naming the first bad record.",
+    )
+    verify.add_argument("--log", metavar="FILE", type=Path, help="log to verify (default $VIGIL_HOME/audit/log.jsonl)")
+    verify.add_argument(
+        "--checkpoints", metavar="FILE", type=Path, help="its checkpoints (default: checkpoints.jsonl next to --log)"
+    )
+    verify.add_argument(
+        "--checkpoint-key",
+        metavar="PUB",
+        type=Path,
+        help="audit public key (PEM) the checkpoints must be signed with (default: audit.pub next to --log)",
+    )
+    verify.set_defaults(func=verify_handler, action="audit.verify")
+
+    checkpoint = audit_sub.add_parser(
+        "checkpoint",
+        help="sign the current head now",
+        description="Write a signed checkpoint over the current head of the log (every vigil command "
+        "also does this when it exits).",
+    )
+    checkpoint.set_defaults(func=checkpoint_handler, action="audit.checkpoint")
+
+    exp = audit_sub.add_parser(
+        "export",
+        help="copy log, checkpoints and public key for off-host keeping",
+        description="Copy log.jsonl, checkpoints.jsonl and audit.pub into the new directory DIR (staged, "
+        "then renamed). `vigil audit verify --log DIR/log.jsonl --checkpoints DIR/checkpoints.jsonl "
+        "--checkpoint-key DIR/audit.pub` verifies the copy.",
+    )
+    exp.add_argument("--out", metavar="DIR", type=Path, required=True, help="directory to create")
+    exp.set_defaults(func=export_handler, action="audit.export")
+
+
+def show_handler(args: argparse.Namespace, ctx: Context) -> int:
+    log = AuditLog(ctx.home)
+    since = None
+    if args.since:
+        try:
+            since = parse_since(args.since)
+        except ValueError:
+            raise UsageError("vigil audit show", f"--since {args.since!r}: not an ISO 8601 date or time") from None
+    ctx.audit_object = str(log.paths.log)
+    ctx.audit_details = {"since": since, "action": args.action_prefix}
+    shown = 0
+    out = sys.stdout
+    if args.json:
+        out.write("[")
+        for record in log.records(since=since, action=args.action_prefix):
+            out.write(("\n" if shown == 0 else ",\n") + json.dumps(record, sort_keys=True, ensure_ascii=False))
+            shown += 1
+        out.write("\n]\n" if shown else "]\n")
+    elif args.csv:
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(CSV_COLUMNS)
+        for record in log.records(since=since, action=args.action_prefix):
+            writer.writerow(_csv_row(record))
+            shown += 1
+    else:
+        for record in log.records(since=since, action=args.action_prefix):
+            out.write(_text_line(record) + "\n")
+            shown += 1
+    ctx.audit_details["shown"] = shown
+    return 0
+
+
+def _csv_row(record: dict[str, Any]) -> list[Any]:
+    actor = record["actor"]
+    return [
+        record["seq"], record["time"], actor["user"], actor["uid"], actor["operator"] or "", record["host"],
+        record["action"], record["object"], record["outcome"], record["reason"],
+        json.dumps(record["details"], sort_keys=True, ensure_ascii=False), record["hash"],
+    ]
+
+
+def _text_line(record: dict[str, Any]) -> str:
+    actor = record["actor"]
+    who = actor["user"] + (f"({actor['operator']})" if actor["operator"] else "")
+    line = f"{record['seq']:>6}  {record['time']}  {who:<16} {record['outcome']:<7} {record['action']}"
+    if record["object"]:
+        line += f"  {record['object']}"
+    if record["reason"]:
+        line += f"  -- {record['reason']}"
+    return line
+
+
+def verify_handler(args: argparse.Namespace, ctx: Context) -> int:
+    paths = AuditPaths.under(ctx.home)
+    log_path = args.log or paths.log
+    checkpoints = args.checkpoints or log_path.with_name("checkpoints.jsonl")
+    key = args.checkpoint_key or log_path.with_name("audit.pub")
+    ctx.audit_object = str(log_path)
+    ctx.audit_details = {"checkpoints": str(checkpoints), "checkpoint_key": str(key)}
+    explicit = args.log or args.checkpoints or args.checkpoint_key
+    if not explicit and not any(p.exists() for p in (log_path, checkpoints, key)):
+        # nothing has been recorded on this host yet
+        print(f"OK: audit: 0 records, 0 checkpoints, head {GENESIS[:12]}")
+        ctx.audit_details.update(records=0, checkpoints=0)
+        return 0
+    summary = verify_summary(log_path, checkpoints, key)
+    ctx.audit_details.update(records=summary.records, checkpoints=summary.checkpoints, head=summary.head)
+    print(f"OK: audit: {summary.records} records, {summary.checkpoints} checkpoints, head {summary.head[:12]}")
+    return 0
+
+
+def checkpoint_handler(args: argparse.Namespace, ctx: Context) -> int:
+    log = AuditLog(ctx.home)
+    cp = log.checkpoint()
+    ctx.audit_object = str(log.paths.checkpoints)
+    ctx.audit_details = {"count": cp["count"], "head": cp["head"], "key_id": cp["key_id"]}
+    print(f"OK: audit: checkpoint over {cp['count']} records, head {cp['head'][:12]}, key {cp['key_id']}")
+    return 0
+
+
+def export_handler(args: argparse.Namespace, ctx: Context) -> int:
+    log = AuditLog(ctx.home)
+    ctx.audit_object = str(args.out)
+    out = export(log, args.out)
+    summary = verify_summary(out / "log.jsonl", out / "checkpoints.jsonl", out / "audit.pub")
+    ctx.audit_details = {"records": summary.records, "checkpoints": summary.checkpoints, "head": summary.head}
+    print(f"OK: audit: exported {summary.records} records, {summary.checkpoints} checkpoints to {out}")
+    return 0
