@@ -1,4 +1,4 @@
-"""`vigil demo` subcommands."""
+"""``vigil demo``: the main job end to end (filled in as capabilities land)."""
 
 from __future__ import annotations
 
