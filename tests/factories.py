@@ -1,0 +1,228 @@
+"""Factories for tests: keys, trust roots, and bundles — honest ones and crafted hostile ones.
+
+``craft_bundle`` writes a real, correctly signed bundle whose payload holds exactly the tar
+members given, with a manifest derived from them and then edited by the test. Hostile cases
+are made by giving it members or manifest edits that a real build would never produce, so
+each rejection is the verifier's doing, not a broken signature's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tarfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import zstandard
+
+from bundle.container import write_bundle
+from bundle.manifest import FORMAT, format_time
+from bundle.signing import PublicKey, SigningKey, generate_keypair, load_public_key, load_signing_key
+from bundle.trust import TrustRoot, new_root, write_root
+
+NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
+
+
+@dataclass
+class KeyPair:
+    key: SigningKey
+    pub: PublicKey
+    key_path: Path
+    pub_path: Path
+
+
+def make_key(directory: Path, name: str, passphrase: bytes | None = None) -> KeyPair:
+    directory.mkdir(parents=True, exist_ok=True)
+    key_path, pub_path = generate_keypair(directory / name, passphrase)
+    return KeyPair(load_signing_key(key_path, passphrase), load_public_key(pub_path), key_path, pub_path)
+
+
+def make_trust(path: Path, keys: list[KeyPair], threshold: int = 1, version: int = 1) -> TrustRoot:
+    root = new_root([k.pub for k in keys], threshold, version)
+    write_root(root, path)
+    return root
+
+
+@dataclass
+class Member:
+    """One tar member of a crafted payload."""
+
+    name: str
+    data: bytes = b""
+    mode: int = 0o644
+    type: bytes = tarfile.REGTYPE
+    linkname: str = ""
+    size: int | None = None  # a header size that lies, when set
+
+    def info(self, mtime: int) -> tarfile.TarInfo:
+        ti = tarfile.TarInfo(self.name)
+        ti.type = self.type
+        ti.mode = self.mode
+        ti.mtime = mtime
+        ti.linkname = self.linkname
+        ti.size = len(self.data) if self.type == tarfile.REGTYPE else 0
+        return ti
+
+
+def default_members() -> list[Member]:
+    return [
+        Member("components/demo/bin/demo", b"#!/bin/sh\necho demo\n" * 50, 0o755),
+        Member("components/demo/share/readme.txt", b"a demo component\n" * 10),
+        Member("wheels/demo-1.0-py3-none-any.whl", os.urandom(4096)),
+    ]
+
+
+def _file_entry(m: Member) -> dict[str, Any]:
+    return {
+        "path": m.name,
+        "size": len(m.data),
+        "sha256": hashlib.sha256(m.data).hexdigest(),
+        "mode": m.mode,
+        "component": m.name.split("/")[1] if m.name.startswith("components/") else "wheels",
+        "version": "1.0",
+        "license": "Apache-2.0",
+        "upstream_url": "https://example.invalid/demo-1.0.tar.gz",
+        "upstream_sha256": "0" * 64,
+    }
+
+
+def _payload(members: list[Member], mtime: int) -> bytes:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for m in members:
+            ti = m.info(mtime)
+            if m.type == tarfile.REGTYPE:
+                tar.addfile(ti, io.BytesIO(m.data))
+            else:
+                tar.addfile(ti)
+    data = raw.getvalue()
+    for m in members:  # make a header lie about its size, keeping its checksum valid
+        if m.size is not None:
+            data = _rewrite_size(data, m.name, m.size)
+    return zstandard.ZstdCompressor(level=3, write_checksum=True).compress(data)
+
+
+def _rewrite_size(tar_bytes: bytes, name: str, size: int) -> bytes:
+    buf = bytearray(tar_bytes)
+    off = 0
+    while off < len(buf):
+        header = buf[off : off + 512]
+        if header[:100].split(b"\0", 1)[0] == name.encode():
+            header[124:136] = f"{size:011o}\0".encode()
+            header[148:156] = b" " * 8
+            chk = sum(header)
+            header[148:156] = f"{chk:06o}\0 ".encode()
+            buf[off : off + 512] = header
+            return bytes(buf)
+        real = int(header[124:136].rstrip(b"\0 ") or b"0", 8)
+        off += 512 + real + (-real % 512)
+    raise AssertionError(f"{name} not found in crafted tar")
+
+
+@dataclass
+class Crafted:
+    path: Path
+    manifest: dict[str, Any]
+    manifest_bytes: bytes
+    signatures: dict[str, bytes] = field(default_factory=dict)
+
+
+def craft_bundle(
+    out_dir: Path,
+    keys: list[KeyPair],
+    *,
+    members: list[Member] | None = None,
+    manifest_members: list[Member] | None = None,
+    version: int = 1,
+    created: datetime = NOW,
+    valid_days: int = 365,
+    edit: Callable[[dict[str, Any]], None] | None = None,
+    raw_manifest: bytes | None = None,
+    name: str | None = None,
+) -> Crafted:
+    """A signed bundle whose payload is ``members`` and whose manifest lists ``manifest_members``."""
+    members = default_members() if members is None else members
+    listed = members if manifest_members is None else manifest_members
+    mtime = int(created.timestamp())
+    payload = _payload(members, mtime)
+    manifest: dict[str, Any] = {
+        "format": FORMAT,
+        "version": version,
+        "arch": "amd64",
+        "channel": "test",
+        "created": format_time(created),
+        "expires": format_time(created + timedelta(days=valid_days)),
+        "min_vigil_version": "0.1.0",
+        "builder_version": "0.1.0",
+        "payload": {"size": len(payload), "sha256": hashlib.sha256(payload).hexdigest(), "compression": "zstd"},
+        "components": [
+            {"name": "demo", "version": "1.0", "license": "Apache-2.0", "kind": "file",
+             "upstream_url": "https://example.invalid/demo-1.0.tar.gz", "upstream_sha256": "0" * 64}
+        ],
+        "files": [_file_entry(m) for m in listed if m.type == tarfile.REGTYPE],
+        "extra": {},
+    }
+    if edit is not None:
+        edit(manifest)
+    manifest_bytes = raw_manifest if raw_manifest is not None else (
+        json.dumps(manifest, sort_keys=True, indent=1).encode() + b"\n"
+    )
+    sigs = {
+        k.key.id_hex: k.key.sign_minisig(manifest_bytes, trusted_comment=f"test bundle v{version}").to_text().encode()
+        for k in keys
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / (name or f"vigil-{version}-amd64.bundle")
+    payload_path = out_dir / f".payload-{version}.tmp"
+    payload_path.write_bytes(payload)
+    write_bundle(path, manifest=manifest_bytes, signatures=sigs, payload=payload_path, mtime=mtime)
+    payload_path.unlink()
+    return Crafted(path, manifest, manifest_bytes, sigs)
+
+
+def rewrite_container(
+    src: Path, dst: Path, *, manifest: bytes | None = None, signatures: dict[str, bytes] | None = None
+) -> None:
+    """Copy a bundle, replacing its manifest and/or signatures (keeping the payload)."""
+    from bundle.container import BundleReader
+
+    with BundleReader(src) as r:
+        r.read_head()
+        payload = b"".join(r.payload_chunks())
+        old_manifest, old_sigs = r.manifest_bytes, r.signatures
+    tmp = dst.with_name(dst.name + ".payload")
+    tmp.write_bytes(payload)
+    write_bundle(
+        dst,
+        manifest=old_manifest if manifest is None else manifest,
+        signatures=old_sigs if signatures is None else signatures,
+        payload=tmp,
+        mtime=int(NOW.timestamp()),
+    )
+    tmp.unlink()
+
+
+def payload_offset(path: Path) -> tuple[int, int]:
+    from bundle.container import BundleReader
+
+    with BundleReader(path) as r:
+        r.read_head()
+        assert r.payload is not None
+        return r.payload.offset, r.payload.size
+
+
+def tree_snapshot(root: Path) -> dict[str, str]:
+    """Every path under ``root`` with its content digest (dirs as 'dir'), for before/after checks."""
+    snap: dict[str, str] = {}
+    if not root.exists():
+        return snap
+    for p in sorted(root.rglob("*")):
+        rel = str(p.relative_to(root))
+        snap[rel] = "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
+    return snap
