@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 
 from bundle.inspect import inspect_bundle
+from bundle.media import join_parts, parse_size, split_bundle
+from bundle.signing import load_signing_key, read_passphrase
 from bundle.store import BundleStore
 from bundle.trust import load_root
 from bundle.verify import verify_bundle
@@ -61,6 +63,32 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     im.add_argument("--allow-downgrade", action="store_true", help="import an older version on purpose")
     im.add_argument("--json", action="store_true", help="print the result as JSON")
     im.set_defaults(func=_import, action="bundle.import")
+
+    sp = bs.add_parser(
+        "split",
+        help="cut a bundle into parts for removable media",
+        description="Cut BUNDLE into parts of at most SIZE bytes (NAME.part001, ...) and write "
+        "NAME.parts.json, an index of each part's size and SHA-256 signed with --key. `vigil bundle join` "
+        "checks the index and every part before it writes anything.",
+    )
+    sp.add_argument("bundle", type=Path, metavar="BUNDLE")
+    sp.add_argument("--size", required=True, help="largest part, e.g. 4G, 700M (binary units)")
+    sp.add_argument("--key", action="append", required=True, type=Path, help="signing key (repeat)")
+    sp.add_argument("--passphrase-file", type=Path, help="passphrase for the keys")
+    sp.add_argument("--out", type=Path, help="directory for the parts (default: beside BUNDLE)")
+    sp.set_defaults(func=_split, action="bundle.split")
+
+    jn = bs.add_parser(
+        "join",
+        help="check and join the parts of a split bundle",
+        description="Check INDEX (NAME.parts.json) against the trust root, then each part in order, "
+        "and write the joined bundle. A missing, reordered or altered part is named; nothing is "
+        "left behind on failure.",
+    )
+    jn.add_argument("index", type=Path, metavar="INDEX")
+    jn.add_argument("--trust", type=Path, help="trust root file (default: the installed one)")
+    jn.add_argument("--out", type=Path, help="joined bundle path (default: beside the parts)")
+    jn.set_defaults(func=_join, action="bundle.join")
 
 
 def _verify(args: argparse.Namespace, ctx: Context) -> int:
@@ -133,4 +161,29 @@ def _import(args: argparse.Namespace, ctx: Context) -> int:
     else:
         note = " (downgrade, allowed by --allow-downgrade)" if result.downgrade else ""
         ok(args.bundle.name, f"version {result.version} imported into {result.path}{note}")
+    return 0
+
+
+def _split(args: argparse.Namespace, ctx: Context) -> int:
+    ctx.audit_object = str(args.bundle)
+    size = parse_size(args.size)
+    passphrase = read_passphrase(args.passphrase_file)
+    keys = [load_signing_key(k, passphrase) for k in args.key]
+    index = split_bundle(args.bundle, size, args.out or args.bundle.parent, keys)
+    import json
+
+    parts = json.loads(index.read_text())["signed"]["parts"]
+    ctx.audit_details.update(parts=len(parts), part_size=size, index=str(index), signers=[k.id_hex for k in keys])
+    ok(args.bundle.name, f"{len(parts)} part(s) of at most {size} bytes; index {index}")
+    print(index)
+    return 0
+
+
+def _join(args: argparse.Namespace, ctx: Context) -> int:
+    ctx.audit_object = str(args.index)
+    trust = load_root(resolve_trust(ctx, args.trust))
+    out = join_parts(args.index, trust, args.out)
+    ctx.audit_details.update(bundle=str(out))
+    ok(args.index.name, f"parts checked and joined into {out}")
+    print(out)
     return 0
