@@ -137,13 +137,19 @@ def count_lines(path: Path) -> int:
     return n
 
 
+def create_empty(path: Path) -> None:
+    """Create an empty log file (mode 0640, append-only where possible) unless it exists."""
+    if not path.exists():
+        append_line(path, b"")
+
+
 def append_line(path: Path, line: bytes) -> None:
     """Append one complete line durably: O_APPEND write, then fsync.
 
     A file created here gets mode 0640 and, where the file system allows it, the
     append-only attribute (``chattr +a``).
     """
-    assert line.endswith(b"\n") and b"\n" not in line[:-1]
+    assert line == b"" or (line.endswith(b"\n") and b"\n" not in line[:-1])
     created = False
     try:
         try:

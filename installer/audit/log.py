@@ -24,7 +24,7 @@ from typing import Any
 
 from installer.audit import _canonical
 from installer.audit._canonical import GENESIS, canonical, format_time, record_hash
-from installer.audit._files import AuditPaths, append_line, last_line, locked
+from installer.audit._files import AuditPaths, append_line, create_empty, last_line, locked
 from installer.audit._schema import OUTCOMES, parse_checkpoint, parse_record
 from installer.audit.errors import AuditError
 from installer.audit.keys import key_id, load_or_create, sign
@@ -135,6 +135,7 @@ class AuditLog:
         if latest is not None and latest["count"] == count:
             return latest
         key = load_or_create(self.paths)
+        create_empty(self.paths.log)  # a checkpoint over an empty log still needs the log
         when = max(t for t in (_canonical.now(), last_time, latest and latest["time"]) if t)
         fields = {"count": count, "head": head, "time": when, "key_id": key_id(key.public_key())}
         checkpoint = {**fields, "sig": sign(key, fields)}

@@ -66,8 +66,8 @@ def verify_summary(
         cps_file = _open(Path(checkpoints_path), required=False, stack=stack)
         assert log is not None
         checkpoints = _Checkpoints(_numbered(cps_file), key)
-        checkpoints.settle(0, GENESIS, None)
-        lines = _numbered(log)
+        checkpoints.settle(0, GENESIS, None, None)
+        lines = _Peekable(_numbered(log))
         seq, head, time = 0, GENESIS, None
         for lineno, line in lines:
             record = parse_record(line, lineno)  # 1 well-formed
@@ -86,7 +86,7 @@ def verify_summary(
                     f"record {n}: time goes backwards ({record['time']} is before record {seq}'s {time})", seq=n
                 )
             seq, head, time = n, record["hash"], record["time"]
-            checkpoints.settle(seq, head, time)  # 6 checkpoints at this count
+            checkpoints.settle(seq, head, time, lines)  # 6 checkpoints at this count
         checkpoints.finish(seq)
         return Summary(records=seq, checkpoints=checkpoints.read, head=head)
 
@@ -106,6 +106,51 @@ def _numbered(f: IO[bytes] | None) -> Iterator[tuple[int, bytes]]:
     if f is None:
         return iter(())
     return enumerate(f, start=1)
+
+
+class _Peekable:
+    """Numbered lines with one line of look-ahead."""
+
+    def __init__(self, it: Iterator[tuple[int, bytes]]) -> None:
+        self._it = it
+        self._ahead: tuple[int, bytes] | None = None
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        return self
+
+    def __next__(self) -> tuple[int, bytes]:
+        if self._ahead is not None:
+            item, self._ahead = self._ahead, None
+            return item
+        return next(self._it)
+
+    def peek_record(self) -> dict[str, Any] | None:
+        """The next line as a JSON object, if it is one (not consumed)."""
+        if self._ahead is None:
+            self._ahead = next(self._it, None)
+        if self._ahead is None:
+            return None
+        try:
+            obj = json.loads(self._ahead[1])
+        except ValueError:
+            return None
+        return obj if isinstance(obj, dict) else None
+
+
+def _not_signed_head(seq: int, number: int, head: str, lines: _Peekable | None) -> AuditError:
+    """Record ``seq`` is not the one checkpoint ``number`` signed: say why, from the next line."""
+    after = lines.peek_record() if lines is not None else None
+    if after is not None and after.get("seq") == seq:
+        return AuditError(f"record {seq}: appears twice (record inserted)", seq=seq)
+    if after is not None and after.get("seq") == seq + 1 and after.get("prev") != head:
+        return AuditError(
+            f"record {seq}: differs from the record signed in checkpoint {number} and record {seq + 1} "
+            "does not follow it (record inserted or replaced)",
+            seq=seq,
+        )
+    return AuditError(
+        f"record {seq}: hash differs from the head signed in checkpoint {number} (log rewritten)", seq=seq
+    )
 
 
 def _out_of_place(seq: int, expected: int, rest: Iterator[tuple[int, bytes]]) -> AuditError:
@@ -172,15 +217,12 @@ class _Checkpoints:
         self._last = (number, cp["count"], cp["time"])
         return number, cp
 
-    def settle(self, seq: int, head: str, time: str | None) -> None:
+    def settle(self, seq: int, head: str, time: str | None, lines: _Peekable | None) -> None:
         """Match every checkpoint over ``seq`` records against the record ``seq``."""
         while self.pending is not None and self.pending[1]["count"] == seq:
             number, cp = self.pending
             if cp["head"] != head:
-                raise AuditError(
-                    f"record {seq}: hash differs from the head signed in checkpoint {number} (log rewritten)",
-                    seq=seq,
-                )
+                raise _not_signed_head(seq, number, head, lines)
             if time is not None and cp["time"] < time:
                 raise AuditError(f"checkpoint {number}: time is before record {seq}'s (checkpoint replayed)")
             self.pending = self._next()
