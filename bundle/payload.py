@@ -71,19 +71,6 @@ class _HashingWriter:
         self.fh.flush()
 
 
-class _HashingReader:
-    def __init__(self, fh: BinaryIO, hasher: Any) -> None:
-        self.fh = fh
-        self.hasher = hasher
-        self.size = 0
-
-    def read(self, n: int = -1) -> bytes:
-        data = self.fh.read(n)
-        self.hasher.update(data)
-        self.size += len(data)
-        return data
-
-
 def write_payload(
     files: Iterable[PayloadFile],
     out: Path,
@@ -113,25 +100,39 @@ def write_payload(
     with open(out, "wb") as raw:
         sink = _HashingWriter(raw)
         with cctx.stream_writer(sink, closefd=False) as zw:  # type: ignore[arg-type]
-            with tarfile.open(fileobj=zw, mode="w|", format=tarfile.PAX_FORMAT, copybufsize=CHUNK) as tar:  # type: ignore[call-overload]
-                for f in ordered:
-                    mode = 0o755 if f.mode & 0o111 else 0o644
-                    with open(f.source, "rb") as src:
-                        size = os.fstat(src.fileno()).st_size
-                        info = tarfile.TarInfo(f.path)
-                        info.size = size
-                        info.mtime = mtime
-                        info.mode = mode
-                        info.uid = info.gid = 0
-                        info.uname = info.gname = ""
-                        reader = _HashingReader(src, hashlib.sha256())
-                        tar.addfile(info, reader)  # type: ignore[arg-type]
-                    if reader.size != size:
+            tar_size = 0
+            for f in ordered:
+                mode = 0o755 if f.mode & 0o111 else 0o644
+                with open(f.source, "rb") as src:
+                    size = os.fstat(src.fileno()).st_size
+                    info = tarfile.TarInfo(f.path)
+                    info.size = size
+                    info.mtime = mtime
+                    info.mode = mode
+                    info.uid = info.gid = 0
+                    info.uname = info.gname = ""
+                    header = info.tobuf(format=tarfile.PAX_FORMAT, encoding="utf-8", errors="strict")
+                    zw.write(header)
+                    hasher = hashlib.sha256()
+                    copied = 0
+                    while copied < size:
+                        chunk = src.read(min(CHUNK, size - copied))
+                        if not chunk:
+                            break
+                        hasher.update(chunk)
+                        zw.write(chunk)
+                        copied += len(chunk)
+                    if copied != size or src.read(1):
                         raise BundleError(str(f.source), "changed size while being written into the payload")
-                    written.append(WrittenFile(f.path, size, reader.hasher.hexdigest(), mode))
-                    done += size
-                    if progress:
-                        progress(done, total)
+                    zw.write(b"\0" * (-size % tarfile.BLOCKSIZE))
+                    tar_size += len(header) + size + (-size % tarfile.BLOCKSIZE)
+                written.append(WrittenFile(f.path, size, hasher.hexdigest(), mode))
+                done += size
+                if progress:
+                    progress(done, total)
+            # end of archive: two zero blocks, then zeros up to a whole record, as tar(1) writes it
+            tar_size += 2 * tarfile.BLOCKSIZE
+            zw.write(b"\0" * (2 * tarfile.BLOCKSIZE + (-tar_size % tarfile.RECORDSIZE)))
         raw.flush()
         os.fsync(raw.fileno())
     return PayloadEntry(size=sink.size, sha256=sink.hasher.hexdigest()), written
