@@ -17,7 +17,9 @@ _HEX64_RE = re.compile(r"[0-9a-f]{64}")
 
 def canonical(obj: Any) -> bytes:
     """The one byte form of a JSON value that hashes and signatures are computed over."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    return json.dumps(
+        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode()
 
 
 def digest(obj: Any) -> str:

@@ -16,7 +16,19 @@ from installer.audit.errors import AuditError
 
 OUTCOMES = ("ok", "failed", "refused")
 
-RECORD_FIELDS = ("seq", "time", "actor", "host", "action", "object", "outcome", "reason", "details", "prev", "hash")
+RECORD_FIELDS = (
+    "seq",
+    "time",
+    "actor",
+    "host",
+    "action",
+    "object",
+    "outcome",
+    "reason",
+    "details",
+    "prev",
+    "hash",
+)
 ACTOR_FIELDS = ("user", "uid", "operator")
 CHECKPOINT_FIELDS = ("count", "head", "time", "key_id", "sig")
 
@@ -50,7 +62,7 @@ def parse_record(line: bytes, lineno: int) -> dict[str, Any]:
     """One log line as a record dict, or :class:`AuditError` saying why it is malformed."""
     obj = _load_object(line, f"line {lineno}")
     seq = obj.get("seq")
-    if not _is_int(seq) or seq < 1:
+    if type(seq) is not int or seq < 1:
         raise AuditError(f"line {lineno}: malformed: no valid 'seq' (a positive integer)")
     where = f"record {seq}"
     _exact_fields(obj, RECORD_FIELDS, where)

@@ -11,8 +11,11 @@ from installer.audit._files import DIR_MODE, LOG_MODE, PUBLIC_KEY_MODE, cannot, 
 from installer.audit.errors import AuditError
 from installer.audit.log import AuditLog
 
-EXPORTED = (("log", "log.jsonl", LOG_MODE), ("checkpoints", "checkpoints.jsonl", LOG_MODE),
-            ("public_key", "audit.pub", PUBLIC_KEY_MODE))
+EXPORTED = (
+    ("log", "log.jsonl", LOG_MODE),
+    ("checkpoints", "checkpoints.jsonl", LOG_MODE),
+    ("public_key", "audit.pub", PUBLIC_KEY_MODE),
+)
 
 
 def export(log: AuditLog, out: Path) -> Path:

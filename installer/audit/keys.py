@@ -28,7 +28,9 @@ def key_id(public_key: Ed25519PublicKey) -> str:
 
 
 def public_pem(public_key: Ed25519PublicKey) -> bytes:
-    return public_key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return public_key.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
 
 
 def load_public_key(path: Path) -> Ed25519PublicKey:

@@ -75,7 +75,9 @@ class AuditLog:
             seq, head, last_time = self._tail()
             latest = self._latest_checkpoint()
             self._check_not_behind(seq, head, latest)
-            record = self._new_record(seq + 1, head, last_time, action, obj, outcome, reason, details, actor_operator)
+            record = self._new_record(
+                seq + 1, head, last_time, action, obj, outcome, reason, details, actor_operator
+            )
             append_line(self.paths.log, canonical(record) + b"\n")
             due = latest is None or record["seq"] - latest["count"] >= self.checkpoint_every
             if checkpoint or due:
@@ -186,7 +188,9 @@ class AuditLog:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def records(self, since: str | datetime | None = None, action: str | None = None) -> Iterator[dict[str, Any]]:
+    def records(
+        self, since: str | datetime | None = None, action: str | None = None
+    ) -> Iterator[dict[str, Any]]:
         """Records in log order, optionally from a time on and for an action prefix.
 
         ``action`` matches whole dotted parts: ``bundle`` selects ``bundle.import``, not

@@ -56,9 +56,7 @@ def verify(log_path: Path, checkpoints_path: Path, public_key: Ed25519PublicKey 
     verify_summary(log_path, checkpoints_path, public_key)
 
 
-def verify_summary(
-    log_path: Path, checkpoints_path: Path, public_key: Ed25519PublicKey | Path
-) -> Summary:
+def verify_summary(log_path: Path, checkpoints_path: Path, public_key: Ed25519PublicKey | Path) -> Summary:
     """Like :func:`verify`, and say how many records and checkpoints were checked."""
     key = public_key if isinstance(public_key, Ed25519PublicKey) else load_public_key(Path(public_key))
     with ExitStack() as stack:
@@ -83,7 +81,8 @@ def verify_summary(
                 )
             if time is not None and record["time"] < time:  # 5 time
                 raise AuditError(
-                    f"record {n}: time goes backwards ({record['time']} is before record {seq}'s {time})", seq=n
+                    f"record {n}: time goes backwards ({record['time']} is before record {seq}'s {time})",
+                    seq=n,
                 )
             seq, head, time = n, record["hash"], record["time"]
             checkpoints.settle(seq, head, time, lines)  # 6 checkpoints at this count
@@ -169,7 +168,8 @@ def _out_of_place(seq: int, expected: int, rest: Iterator[tuple[int, bytes]]) ->
             continue
         if isinstance(later, dict) and later.get("seq") == expected:
             return AuditError(
-                f"record {expected}: out of order: record {seq} comes before it (records reordered)", seq=expected
+                f"record {expected}: out of order: record {seq} comes before it (records reordered)",
+                seq=expected,
             )
     return AuditError(
         f"record {expected}: missing: log jumps from record {expected - 1} to record {seq} (record deleted)",

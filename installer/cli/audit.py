@@ -14,8 +14,20 @@ from installer.audit import GENESIS, AuditLog, AuditPaths, export, verify_summar
 from installer.audit._canonical import parse_since
 from installer.cli._context import Context
 
-CSV_COLUMNS = ("seq", "time", "user", "uid", "operator", "host", "action", "object", "outcome", "reason",
-               "details", "hash")
+CSV_COLUMNS = (
+    "seq",
+    "time",
+    "user",
+    "uid",
+    "operator",
+    "host",
+    "action",
+    "object",
+    "outcome",
+    "reason",
+    "details",
+    "hash",
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -34,11 +46,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="print records",
         description="Print audit records in log order. Reading does not verify; use `vigil audit verify`.",
     )
-    show.add_argument("--since", metavar="ISO", help="only records at or after this time (ISO 8601; no zone = UTC)")
+    show.add_argument(
+        "--since", metavar="ISO", help="only records at or after this time (ISO 8601; no zone = UTC)"
+    )
     show.add_argument(
         "--action",
         dest="action_prefix",
-        metavar="PREFIX", help="only actions equal to PREFIX or under it (`bundle` matches `bundle.import`)"
+        metavar="PREFIX",
+        help="only actions equal to PREFIX or under it (`bundle` matches `bundle.import`)",
     )
     fmt = show.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print a JSON array of the records as stored")
@@ -52,9 +67,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "verifies $VIGIL_HOME/audit/ with the appliance's own public key. On an exported copy, pass all "
         "three files: only the public key is needed. Exits non-zero naming the first bad record.",
     )
-    verify.add_argument("--log", metavar="FILE", type=Path, help="log to verify (default $VIGIL_HOME/audit/log.jsonl)")
     verify.add_argument(
-        "--checkpoints", metavar="FILE", type=Path, help="its checkpoints (default: checkpoints.jsonl next to --log)"
+        "--log", metavar="FILE", type=Path, help="log to verify (default $VIGIL_HOME/audit/log.jsonl)"
+    )
+    verify.add_argument(
+        "--checkpoints",
+        metavar="FILE",
+        type=Path,
+        help="its checkpoints (default: checkpoints.jsonl next to --log)",
     )
     verify.add_argument(
         "--checkpoint-key",
@@ -90,7 +110,9 @@ def show_handler(args: argparse.Namespace, ctx: Context) -> int:
         try:
             since = parse_since(args.since)
         except ValueError:
-            raise UsageError("vigil audit show", f"--since {args.since!r}: not an ISO 8601 date or time") from None
+            raise UsageError(
+                "vigil audit show", f"--since {args.since!r}: not an ISO 8601 date or time"
+            ) from None
     ctx.audit_object = str(log.paths.log)
     ctx.audit_details = {"since": since, "action": args.action_prefix}
     shown = 0
@@ -98,7 +120,9 @@ def show_handler(args: argparse.Namespace, ctx: Context) -> int:
     if args.json:
         out.write("[")
         for record in log.records(since=since, action=args.action_prefix):
-            out.write(("\n" if shown == 0 else ",\n") + json.dumps(record, sort_keys=True, ensure_ascii=False))
+            out.write(
+                ("\n" if shown == 0 else ",\n") + json.dumps(record, sort_keys=True, ensure_ascii=False)
+            )
             shown += 1
         out.write("\n]\n" if shown else "]\n")
     elif args.csv:
@@ -118,9 +142,18 @@ def show_handler(args: argparse.Namespace, ctx: Context) -> int:
 def _csv_row(record: dict[str, Any]) -> list[Any]:
     actor = record["actor"]
     return [
-        record["seq"], record["time"], actor["user"], actor["uid"], actor["operator"] or "", record["host"],
-        record["action"], record["object"], record["outcome"], record["reason"],
-        json.dumps(record["details"], sort_keys=True, ensure_ascii=False), record["hash"],
+        record["seq"],
+        record["time"],
+        actor["user"],
+        actor["uid"],
+        actor["operator"] or "",
+        record["host"],
+        record["action"],
+        record["object"],
+        record["outcome"],
+        record["reason"],
+        json.dumps(record["details"], sort_keys=True, ensure_ascii=False),
+        record["hash"],
     ]
 
 
@@ -150,7 +183,9 @@ def verify_handler(args: argparse.Namespace, ctx: Context) -> int:
         return 0
     summary = verify_summary(log_path, checkpoints, key)
     ctx.audit_details.update(records=summary.records, checkpoints=summary.checkpoints, head=summary.head)
-    print(f"OK: audit: {summary.records} records, {summary.checkpoints} checkpoints, head {summary.head[:12]}")
+    print(
+        f"OK: audit: {summary.records} records, {summary.checkpoints} checkpoints, head {summary.head[:12]}"
+    )
     return 0
 
 
