@@ -12,11 +12,18 @@ from pathlib import Path
 import pytest
 from audit_helpers import LogFiles, line, rehash
 
-from installer.audit import GENESIS, AuditError, AuditLog, canonical, record_command, verify, verify_summary
-from installer.audit import _canonical
+from installer.audit import (
+    GENESIS,
+    AuditError,
+    AuditLog,
+    _canonical,
+    canonical,
+    record_command,
+    verify,
+    verify_summary,
+)
 from installer.audit._files import last_line
-from installer.audit.keys import load_public_key, sign
-from installer.audit.keys import load_or_create
+from installer.audit.keys import load_or_create, load_public_key, sign
 from installer.cli._context import Context
 
 
@@ -27,14 +34,18 @@ def _verify(log: AuditLog) -> None:
 def test_record_fields_and_chain(home: Path) -> None:
     log = AuditLog(home)
     first = log.append("bundle.import", "vigil-1.0.bundle", "ok", details={"version": "1.0", "path": home})
-    second = log.append("bundle.import", "evil.bundle", "refused", "signature below threshold",
-                        actor_operator="alice")
+    second = log.append(
+        "bundle.import", "evil.bundle", "refused", "signature below threshold", actor_operator="alice"
+    )
     assert first["seq"] == 1 and second["seq"] == 2
     assert first["prev"] == GENESIS and second["prev"] == first["hash"]
     without_hash = {k: v for k, v in second.items() if k != "hash"}
-    assert second["hash"] == hashlib.sha256(
-        json.dumps(without_hash, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-    ).hexdigest()
+    assert (
+        second["hash"]
+        == hashlib.sha256(
+            json.dumps(without_hash, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+        ).hexdigest()
+    )
     assert first["details"] == {"version": "1.0", "path": str(home)}
     assert second["actor"] == {"user": second["actor"]["user"], "uid": os.getuid(), "operator": "alice"}
     assert (second["outcome"], second["reason"]) == ("refused", "signature below threshold")
@@ -122,9 +133,16 @@ def test_record_command_failure_fails_the_command(home: Path) -> None:
 
 
 def test_record_command_records_context(home: Path) -> None:
-    ctx = Context(home=home, argv=["bundle", "import", "x.bundle"], operator="bob", action="bundle.import",
-                  audit_object="x.bundle", audit_details={"version": "1.2"}, outcome="refused",
-                  reason="bundle: signature invalid")
+    ctx = Context(
+        home=home,
+        argv=["bundle", "import", "x.bundle"],
+        operator="bob",
+        action="bundle.import",
+        audit_object="x.bundle",
+        audit_details={"version": "1.2"},
+        outcome="refused",
+        reason="bundle: signature invalid",
+    )
     record_command(ctx)
     (record,) = LogFiles(home).records()
     assert record["details"] == {"version": "1.2", "argv": ["bundle", "import", "x.bundle"]}
@@ -142,7 +160,9 @@ def test_append_refuses_to_extend_a_truncated_log(home: Path) -> None:
     files.write_log(files.log_lines()[:2])
     with pytest.raises(AuditError) as info:
         log.append("test.append", "after", "ok")
-    assert str(info.value).startswith("audit: record 3: missing: log ends at record 2 but the latest checkpoint")
+    assert str(info.value).startswith(
+        "audit: record 3: missing: log ends at record 2 but the latest checkpoint"
+    )
     assert len(files.records()) == 2
 
 
@@ -156,7 +176,10 @@ def test_prev_mismatch_in_uncheckpointed_tail(home: Path) -> None:
     files.write_records(records)
     with pytest.raises(AuditError) as info:
         _verify(log)
-    assert str(info.value) == "audit: record 5: prev does not match the hash of record 4 (record inserted or replaced)"
+    assert (
+        str(info.value)
+        == "audit: record 5: prev does not match the hash of record 4 (record inserted or replaced)"
+    )
     assert info.value.seq == 5
 
 
@@ -193,8 +216,12 @@ def test_verify_streams_in_constant_memory(home: Path) -> None:
         for seq in range(2, 4_001):
             record = rehash({**record, "seq": seq, "prev": record["hash"], "object": str(seq)})
             f.write(line(record).encode())
-    fields = {"count": 4_000, "head": record["hash"], "time": _canonical.now(),
-              "key_id": LogFiles(home).checkpoints()[0]["key_id"]}
+    fields = {
+        "count": 4_000,
+        "head": record["hash"],
+        "time": _canonical.now(),
+        "key_id": LogFiles(home).checkpoints()[0]["key_id"],
+    }
     with open(log.paths.checkpoints, "ab") as f:
         f.write(line({**fields, "sig": sign(key, fields)}).encode())
     assert log.paths.log.stat().st_size > 1_000_000

@@ -18,7 +18,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from installer.audit import key_id
 from installer.audit._canonical import canonical
 
-
 Vigil = Callable[..., Result]
 
 
@@ -32,11 +31,10 @@ def _fails_with(vigil: Vigil, message: str) -> Result:
 
 def test_untouched_log_verifies(vigil: Vigil, real_log: LogFiles) -> None:
     records, checkpoints = real_log.records(), real_log.checkpoints()
+    head = records[-1]["hash"][:12]
     result = vigil("audit", "verify")
     assert result.rc == 0, result.err
-    assert result.out == (
-        f"OK: audit: {len(records)} records, {len(checkpoints)} checkpoints, head {records[-1]['hash'][:12]}\n"
-    )
+    assert result.out == f"OK: audit: {len(records)} records, {len(checkpoints)} checkpoints, head {head}\n"
     # the refused usage errors are in it, as real commands recorded them
     assert [r["outcome"] for r in records][2:5] == ["refused", "ok", "refused"]
     assert records[3]["actor"]["operator"] == "alice"
@@ -72,7 +70,9 @@ def test_record_moved_back(vigil: Vigil, real_log: LogFiles) -> None:
 
 def test_inserted_record_with_valid_hash(vigil: Vigil, real_log: LogFiles) -> None:
     records = real_log.records()
-    forged = rehash({**records[2], "action": "bundle.import", "object": "evil.bundle", "prev": records[1]["hash"]})
+    forged = rehash(
+        {**records[2], "action": "bundle.import", "object": "evil.bundle", "prev": records[1]["hash"]}
+    )
     real_log.write_records(records[:2] + [forged] + records[2:])
     _fails_with(vigil, "record 3: appears twice (record inserted)")
 
@@ -95,7 +95,8 @@ def test_truncated_tail(vigil: Vigil, real_log: LogFiles) -> None:
     number = real_log.checkpoint_number(7)
     real_log.write_log(real_log.log_lines()[:6])
     result = _fails_with(
-        vigil, f"record 7: missing: log ends at record 6 but checkpoint {number} covers 7 records (tail truncated)"
+        vigil,
+        f"record 7: missing: log ends at record 6 but checkpoint {number} covers 7 records (tail truncated)",
     )
     # and the cut log is not extended: the verify command itself could not be recorded
     assert result.err.splitlines()[1].startswith("FAIL: audit: record 7: missing: log ends at record 6")
@@ -169,7 +170,9 @@ def test_time_backwards(vigil: Vigil, real_log: LogFiles) -> None:
     backdated = "2020-01-01T00:00:00.000000Z"
     records[3]["time"] = backdated
     real_log.write_records(rechain(records, 3))
-    _fails_with(vigil, f"record 4: time goes backwards ({backdated} is before record 3's {records[2]['time']})")
+    _fails_with(
+        vigil, f"record 4: time goes backwards ({backdated} is before record 3's {records[2]['time']})"
+    )
 
 
 def test_malformed_line_not_json(vigil: Vigil, real_log: LogFiles) -> None:
@@ -214,8 +217,21 @@ def test_checkpoints_deleted(vigil: Vigil, real_log: LogFiles) -> None:
 def test_verify_against_another_public_key(vigil: Vigil, real_log: LogFiles, tmp_path: Path) -> None:
     other = Ed25519PrivateKey.generate().public_key()
     pub = tmp_path / "other.pub"
-    pub.write_bytes(other.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    pub.write_bytes(
+        other.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
     ours = real_log.checkpoints()[0]["key_id"]
     result = vigil("audit", "verify", "--checkpoint-key", str(pub))
     assert result.rc == 1
     assert result.first_error == f"FAIL: audit: checkpoint 1: signed by unknown key {ours} (forged)"
+
+
+def test_checkpoint_older_than_its_record(vigil: Vigil, real_log: LogFiles, home: Path) -> None:
+    key = serialization.load_pem_private_key((home / "audit" / "audit.key").read_bytes(), None)
+    assert isinstance(key, Ed25519PrivateKey)
+    cps = real_log.checkpoints()
+    fields = {k: v for k, v in cps[0].items() if k != "sig"}
+    fields["time"] = "2020-01-01T00:00:00.000000Z"
+    cps[0] = {**fields, "sig": base64.b64encode(key.sign(canonical(fields))).decode()}
+    real_log.write_checkpoints([line(cp) for cp in cps])
+    _fails_with(vigil, "checkpoint 1: time is before record 1's (checkpoint replayed)")
