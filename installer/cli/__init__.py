@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    ctx = Context(home=Path(os.environ.get("VIGIL_HOME", DEFAULT_HOME)), argv=argv)
+    ctx = Context(home=Path(os.environ.get("VIGIL_HOME", DEFAULT_HOME)), argv=argv, action="vigil.usage")
     rc = 0
     try:
         try:

@@ -27,6 +27,38 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     bs = p.add_subparsers(dest="bundle_command", metavar="ACTION")
     bs.required = True
 
+    lk = bs.add_parser(
+        "lock",
+        help="resolve a channel's catalog into exact URLs and checksums",
+        description="Resolve bundle/catalog/CHANNEL.yaml into CHANNEL.lock.yaml: the exact URL, size and "
+        "upstream SHA-256 of every artifact (Debian packages from apt's signed indexes, wheels from the "
+        "package index, release archives from the vendor's checksum files). Run on a connected host; "
+        "commit the lock so every build of that channel fetches the same bytes.",
+    )
+    lk.add_argument("--channel", required=True, help="catalog name, e.g. debian or upstream")
+    lk.add_argument("--catalog-dir", type=Path, help="directory of the catalogs (default: the packaged ones)")
+    lk.set_defaults(func=_lock, action="bundle.lock")
+
+    bd = bs.add_parser(
+        "build",
+        help="fetch, verify and pack a channel into one signed bundle",
+        description="Fetch every artifact of CHANNEL's lock (each checked against its pinned SHA-256), "
+        "stage the files, the project's Ansible content and a CycloneDX SBOM, and write "
+        "DIR/vigil-N-ARCH.bundle signed with every --key. With the same inputs and SOURCE_DATE_EPOCH "
+        "two builds are byte-identical. Prints the bundle's path as the last line.",
+    )
+    bd.add_argument("--channel", required=True)
+    bd.add_argument("--version", required=True, type=int, metavar="N", help="bundle version (monotonic integer)")
+    bd.add_argument("--key", action="append", required=True, type=Path, help="signing key (repeat for k-of-n)")
+    bd.add_argument("--passphrase-file", type=Path, help="passphrase for the keys")
+    bd.add_argument("--out", required=True, type=Path, metavar="DIR")
+    bd.add_argument("--valid-days", type=int, default=365, help="days until the bundle expires (default 365)")
+    bd.add_argument("--min-vigil-version", help="oldest vigil that may import it (default: this vigil)")
+    bd.add_argument("--catalog-dir", type=Path, help="directory of the catalogs (default: the packaged ones)")
+    bd.add_argument("--cache", type=Path, help="download cache (default $VIGIL_CACHE or ~/.cache/vigil)")
+    bd.add_argument("--json", action="store_true", help="print the result as JSON")
+    bd.set_defaults(func=_build, action="bundle.build")
+
     v = bs.add_parser(
         "verify",
         help="check signatures and every byte of a bundle",
@@ -89,6 +121,51 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     jn.add_argument("--trust", type=Path, help="trust root file (default: the installed one)")
     jn.add_argument("--out", type=Path, help="joined bundle path (default: beside the parts)")
     jn.set_defaults(func=_join, action="bundle.join")
+
+
+def _lock(args: argparse.Namespace, ctx: Context) -> int:
+    from bundle.catalog import CATALOG_DIR, catalog_path, lock_channel
+
+    path = catalog_path(args.channel, args.catalog_dir or CATALOG_DIR)
+    ctx.audit_object = str(path)
+    lock = lock_channel(path)
+    ctx.audit_details.update(channel=args.channel, lock=str(lock))
+    ok(args.channel, f"locked into {lock}")
+    return 0
+
+
+def _build(args: argparse.Namespace, ctx: Context) -> int:
+    import sys
+
+    from bundle.catalog import CATALOG_DIR
+    from bundle.channel import build_channel
+
+    ctx.audit_object = f"channel {args.channel} version {args.version}"
+    passphrase = read_passphrase(args.passphrase_file)
+    keys = [load_signing_key(k, passphrase) for k in args.key]
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    def log(line: str) -> None:
+        if not args.json:
+            print(f"... {line}", file=sys.stderr)
+
+    with progress_bar(f"build {args.channel}", enabled=not args.json) as progress:
+        path = build_channel(
+            args.channel, version=args.version, keys=keys, out_dir=args.out, builder_version=__version__,
+            min_vigil_version=args.min_vigil_version, catalog_dir=args.catalog_dir or CATALOG_DIR,
+            cache_dir=args.cache, valid_days=args.valid_days, progress=progress, log=log,
+        )
+    info = inspect_bundle(path)
+    ctx.audit_object = str(path)
+    ctx.audit_details.update(channel=args.channel, version=args.version, signers=[k.id_hex for k in keys],
+                             payload_sha256=info["payload"]["sha256"], files=info["files"])
+    if args.json:
+        emit_json({"bundle": str(path), "version": args.version, "files": info["files"], "bytes": info["bytes"],
+                   "payload_sha256": info["payload"]["sha256"], "signers": [k.id_hex for k in keys]})
+    else:
+        ok(path.name, f"{info['files']} files, {info['bytes']} bytes, signed by {', '.join(k.id_hex for k in keys)}")
+        print(path)
+    return 0
 
 
 def _verify(args: argparse.Namespace, ctx: Context) -> int:

@@ -111,10 +111,10 @@ def test_show_json_and_csv(vigil: Run, home: Path) -> None:
     shown = json.loads(vigil("audit", "show", "--json").stdout)
     assert [r["seq"] for r in shown] == [1, 2]
     assert shown[1]["outcome"] == "refused"
-    refused = json.loads(vigil("audit", "show", "--json", "--action", "vigil").stdout)
+    refused = json.loads(vigil("audit", "show", "--json", "--action", "vigil.usage").stdout)
     assert [r["seq"] for r in refused] == [2]
     rows = list(csv.DictReader(io.StringIO(vigil("audit", "show", "--csv", "--since", "2000-01-01").stdout)))
-    assert [r["action"] for r in rows] == ["audit.checkpoint", "vigil", "audit.show", "audit.show"]
+    assert [r["action"] for r in rows] == ["audit.checkpoint", "vigil.usage", "audit.show", "audit.show"]
     assert json.loads(rows[1]["details"])["argv"] == ["--nope"]
     later = vigil("audit", "show", "--since", "2999-01-01T00:00:00Z")
     assert (later.returncode, later.stdout) == (0, "")
