@@ -38,4 +38,5 @@ bench: system-deps $(STAMP)
 	$(BIN)/python benchmarks/bundle_throughput.py
 
 clean:
+	-chattr -R -a $(DEMO_DIR) 2>/dev/null  # the audit log is append-only (chattr +a)
 	rm -rf $(VENV) $(DEMO_DIR) build dist *.egg-info

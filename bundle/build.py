@@ -68,6 +68,7 @@ def build_bundle(
     min_vigil_version: str,
     builder_version: str,
     kinds: dict[str, str] | None = None,
+    components: Sequence[ComponentEntry] = (),
     created: datetime | None = None,
     valid_days: int = DEFAULT_VALID_DAYS,
     progress: Progress | None = None,
@@ -103,7 +104,7 @@ def build_bundle(
             all_files, payload_path, mtime=mtime, lead=SBOM_PATH, progress=progress
         )
         # 3 manifest
-        components: dict[str, ComponentEntry] = {}
+        components_by_name: dict[str, ComponentEntry] = {}
         entries = []
         for w in written:
             f = by_path[w.path]
@@ -114,12 +115,15 @@ def build_bundle(
                     upstream_sha256=f.upstream_sha256,
                 )
             )
-            if f.component not in components and f is not sbom:
-                components[f.component] = ComponentEntry(
+            if f.component not in components_by_name and f is not sbom:
+                components_by_name[f.component] = ComponentEntry(
                     name=f.component, version=f.version, license=f.license,
                     kind=kinds.get(f.component, "file"), upstream_url=f.upstream_url,
                     upstream_sha256=f.upstream_sha256,
                 )
+        for given in components:  # the catalog's own description wins over one derived from a file
+            if given.name in components_by_name:
+                components_by_name[given.name] = given
         manifest = Manifest(
             version=version,
             arch=arch,
@@ -129,7 +133,7 @@ def build_bundle(
             min_vigil_version=min_vigil_version,
             builder_version=builder_version,
             payload=payload,
-            components=list(components.values()),
+            components=list(components_by_name.values()),
             files=entries,
         )
         manifest_bytes = manifest.to_json()

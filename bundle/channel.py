@@ -16,6 +16,7 @@ from pathlib import Path
 from bundle.build import build_bundle
 from bundle.catalog import CATALOG_DIR, catalog_path, check_lock_current, load_catalog, load_lock
 from bundle.errors import CatalogError
+from bundle.manifest import ComponentEntry
 from bundle.fetchers import fetch_component
 from bundle.payload import Progress
 from bundle.signing import SigningKey
@@ -93,7 +94,16 @@ def build_channel(
     with tempfile.TemporaryDirectory(prefix=".vigil-stage-", dir=out_dir) as stage:
         files: list[object] = []
         kinds: dict[str, str] = {}
+        entries: list[ComponentEntry] = []
         for comp in lock.components:
+            single = comp.artifacts[0] if len(comp.artifacts) == 1 else None
+            entries.append(
+                ComponentEntry(
+                    name=comp.name, version=comp.version, license=comp.license, kind=comp.kind,
+                    upstream_url=(single.url or "") if single else f"{len(comp.artifacts)} artifacts, see files",
+                    upstream_sha256=(single.sha256 or "") if single else "",
+                )
+            )
             if log:
                 log(f"fetch {comp.name} {comp.version} ({comp.kind})")
             files.extend(fetch_component(comp, cache, Path(stage), progress))
@@ -114,6 +124,7 @@ def build_channel(
             min_vigil_version=min_vigil_version or builder_version,
             builder_version=builder_version,
             kinds=kinds,
+            components=entries,
             valid_days=valid_days,
             progress=progress,
         )
