@@ -34,7 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     from installer.cli import audit as audit_cli
     from installer.cli import bundle as bundle_cli
     from installer.cli import demo as demo_cli
+    from installer.cli import deploy as deploy_cli
     from installer.cli import keys as keys_cli
+    from installer.cli import lab as lab_cli
     from installer.cli import trust as trust_cli
 
     parser = _Parser(
@@ -55,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="print tracebacks on failure")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for module in (keys_cli, trust_cli, bundle_cli, audit_cli, demo_cli):
+    for module in (keys_cli, trust_cli, bundle_cli, deploy_cli, lab_cli, audit_cli, demo_cli):
         module.register(sub)
     return parser
 
