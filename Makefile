@@ -12,7 +12,7 @@ DEMO_DIR ?= demo
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip "setuptools>=70.1" wheel
+	$(BIN)/pip install --quiet --upgrade pip "setuptools>=77" wheel
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 

@@ -1,0 +1,77 @@
+"""Deploy the stack from an imported bundle onto a cluster, through ansible-runner.
+
+1 inventory checked (groups, every host placed, required vars); 2 the bundle re-verified in
+the store (trust root signatures, every file's hash); 3 every host reached (ping) — all before
+any change; 4 the playbook run, its events scored live; 5 a recap per host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from bundle.store import BundleStore
+from bundle.trust import TrustRoot
+from installer.deploy.artifacts import DeployError, StoredBundle, artifact_vars, open_stored
+from installer.deploy.inventory import Inventory, load_inventory
+from installer.deploy.runner import Progress, RunResult, new_run_id, ping_hosts, run_playbook
+
+__all__ = ["DeployError", "DeployPlan", "Progress", "RunResult", "deploy", "plan_deploy"]
+
+
+@dataclass(frozen=True)
+class DeployPlan:
+    inventory: Inventory
+    bundle: StoredBundle
+    ansible_dir: Path
+    run_id: str
+
+
+def plan_deploy(
+    *,
+    home: Path,
+    inventory: Path,
+    trust: TrustRoot,
+    version: int | None = None,
+    ansible_dir: Path | None = None,
+    limit: str | None = None,
+) -> DeployPlan:
+    """Steps 1-3: everything that can be known to be wrong before a change is made."""
+    inv = load_inventory(inventory)
+    stored = open_stored(BundleStore(home), trust, version)
+    content = ansible_dir or stored.ansible_dir
+    if not (content / "playbooks" / "site.yml").is_file():
+        raise DeployError(
+            str(content), "has no playbooks/site.yml (a bundle built before the roles existed? build a new one)"
+        )
+    unreachable = ping_hosts(runs_dir=home / "runs", inventory=inv.path, limit=limit)
+    if unreachable:
+        host = sorted(unreachable)[0]
+        more = f" (and {len(unreachable) - 1} more)" if len(unreachable) > 1 else ""
+        raise DeployError(f"host {host}", f"unreachable: {unreachable[host]}{more}; nothing was changed")
+    return DeployPlan(inventory=inv, bundle=stored, ansible_dir=content, run_id=new_run_id())
+
+
+def deploy(
+    plan: DeployPlan,
+    *,
+    home: Path,
+    limit: str | None = None,
+    tags: str | None = None,
+    check: bool = False,
+    progress: Progress | None = None,
+) -> RunResult:
+    """Steps 4-5."""
+    extravars = artifact_vars(plan.bundle)
+    extravars["vigil_home"] = str(home)
+    return run_playbook(
+        runs_dir=home / "runs",
+        ansible_dir=plan.ansible_dir,
+        inventory=plan.inventory.path,
+        extravars=extravars,
+        limit=limit,
+        tags=tags,
+        check=check,
+        progress=progress,
+        run_id=plan.run_id,
+    )

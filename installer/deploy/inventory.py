@@ -1,0 +1,71 @@
+"""Check an inventory before anything is changed: groups vigil knows, every host placed, required vars.
+
+Parsed with Ansible's own inventory manager, so YAML, INI, directories and group_vars are read
+exactly as the playbook run will read them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from installer.deploy.artifacts import DeployError
+
+KNOWN_GROUPS = ("monitoring", "slurm_controller", "gpu_nodes")
+REQUIRED_HOST_VARS = ("ansible_host",)
+
+
+@dataclass(frozen=True)
+class Inventory:
+    path: Path
+    hosts: list[str]
+    groups: dict[str, list[str]] = field(default_factory=dict)
+
+
+def inventory_source(path: Path) -> Path:
+    """A directory holding ``hosts.yml`` is the usual form; a file is taken as it is."""
+    if path.is_dir() and not any((path / n).exists() for n in ("hosts.yml", "hosts.yaml", "hosts", "hosts.ini")):
+        raise DeployError(str(path), "inventory directory has no hosts.yml (for the lab: run `vigil lab up`)")
+    if not path.exists():
+        raise DeployError(str(path), "inventory not found")
+    return path
+
+
+def load_inventory(path: Path) -> Inventory:
+    """Parse and check; raises DeployError naming the inventory and what to fix."""
+    source = inventory_source(path)
+    os.environ.setdefault("ANSIBLE_INVENTORY_UNPARSED_FAILED", "True")
+    from ansible.errors import AnsibleError
+    from ansible.inventory.manager import InventoryManager
+    from ansible.parsing.dataloader import DataLoader
+
+    try:
+        manager = InventoryManager(loader=DataLoader(), sources=[str(source)])
+    except AnsibleError as exc:
+        raise DeployError(str(path), f"cannot parse inventory: {str(exc).splitlines()[0]}") from None
+    groups = {name: sorted(h.name for h in g.get_hosts()) for name, g in manager.groups.items()}
+    hosts = sorted(h.name for h in manager.get_hosts())
+    if not hosts:
+        raise DeployError(str(path), "inventory has no hosts")
+    all_vars = manager.groups["all"].get_vars()
+    allowed = set(KNOWN_GROUPS) | {"all", "ungrouped"} | set(all_vars.get("vigil_site_groups", []) or [])
+    for name in sorted(groups):
+        if name not in allowed:
+            raise DeployError(
+                str(path),
+                f"group '{name}' is not one vigil knows ({', '.join(KNOWN_GROUPS)}); "
+                "list site-specific groups in vigil_site_groups",
+            )
+    placed = {h for name, members in groups.items() if name in KNOWN_GROUPS for h in members}
+    for host in hosts:
+        if host not in placed:
+            raise DeployError(str(path), f"host '{host}' is in none of the groups {', '.join(KNOWN_GROUPS)}")
+    if not groups.get("monitoring"):
+        raise DeployError(str(path), "group 'monitoring' needs at least one host (VictoriaMetrics, vmalert, Alertmanager)")
+    for host in hosts:
+        hvars = manager.get_host(host).get_vars()
+        for var in REQUIRED_HOST_VARS:
+            if not hvars.get(var):
+                raise DeployError(str(path), f"host '{host}' lacks required variable {var}")
+    return Inventory(path=source, hosts=hosts, groups={k: v for k, v in groups.items() if k in KNOWN_GROUPS})

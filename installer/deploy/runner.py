@@ -1,0 +1,220 @@
+"""Run the deploy playbook through ansible-runner's Python API and keep score of its events.
+
+No execution-environment containers, no process isolation: ansible-playbook from the same
+virtual environment as vigil, on the admin host. Each run keeps its artifacts (events,
+stdout, the extra vars) under ``$VIGIL_HOME/runs/<id>/``.
+
+Events are copied into a :class:`Progress` object by ansible-runner's ``event_handler``; a
+front end (the CLI's live table, the TUI) reads it on a timer.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from installer.deploy.artifacts import DeployError
+
+COUNTS = ("ok", "changed", "failed", "unreachable", "skipped")
+
+
+@dataclass
+class HostScore:
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    unreachable: int = 0
+    skipped: int = 0
+    task: str = ""
+
+    def recap(self, host: str) -> str:
+        return (f"{host} ok={self.ok} changed={self.changed} unreachable={self.unreachable} "
+                f"failed={self.failed} skipped={self.skipped}")
+
+
+@dataclass
+class Failure:
+    host: str
+    task: str
+    message: str
+
+
+@dataclass
+class Progress:
+    """What has happened so far in a run; written by the event handler, read by front ends."""
+
+    hosts: dict[str, HostScore] = field(default_factory=dict)
+    task: str = ""
+    tasks_started: int = 0
+    failures: list[Failure] = field(default_factory=list)
+    finished: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def host(self, name: str) -> HostScore:
+        return self.hosts.setdefault(name, HostScore())
+
+    def apply(self, event: dict[str, Any]) -> None:
+        kind = event.get("event", "")
+        data = event.get("event_data", {}) or {}
+        host = data.get("host") or data.get("remote_addr")
+        with self.lock:
+            if kind == "playbook_on_task_start":
+                self.task = data.get("task", "")
+                self.tasks_started += 1
+            elif kind == "runner_on_ok" and host:
+                score = self.host(host)
+                score.task = data.get("task", "")
+                if data.get("res", {}).get("changed"):
+                    score.changed += 1
+                score.ok += 1
+            elif kind == "runner_on_failed" and host and not data.get("ignore_errors"):
+                self.host(host).failed += 1
+                self.failures.append(Failure(host, data.get("task", ""), _message(data.get("res", {}))))
+            elif kind == "runner_on_unreachable" and host:
+                self.host(host).unreachable += 1
+                self.failures.append(Failure(host, data.get("task", ""), _message(data.get("res", {}))))
+            elif kind == "runner_on_skipped" and host:
+                self.host(host).skipped += 1
+            elif kind == "playbook_on_stats":
+                self._apply_stats(data)
+
+    def _apply_stats(self, data: dict[str, Any]) -> None:
+        """The final recap from Ansible itself is the authority for the counts."""
+        names = {"ok": "ok", "changed": "changed", "failures": "failed", "dark": "unreachable", "skipped": "skipped"}
+        hosts: set[str] = set()
+        for key in names:
+            hosts |= set((data.get(key) or {}).keys())
+        for host in hosts:
+            score = self.host(host)
+            for key, attr in names.items():
+                setattr(score, attr, int((data.get(key) or {}).get(host, 0)))
+
+
+def _message(res: dict[str, Any]) -> str:
+    for key in ("msg", "stderr", "module_stderr", "reason"):
+        value = res.get(key)
+        if value:
+            text = str(value).strip().splitlines()
+            return text[-1][:300] if text else ""
+    return "failed"
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    run_dir: Path
+    status: str
+    rc: int
+    progress: Progress
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0 and not any(s.failed or s.unreachable for s in self.progress.hosts.values())
+
+    def recap_lines(self) -> list[str]:
+        return [self.progress.hosts[h].recap(h) for h in sorted(self.progress.hosts)]
+
+
+def new_run_id() -> str:
+    return f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(2)}"
+
+
+def _environment(roles_path: Path) -> dict[str, str]:
+    venv_bin = str(Path(sys.executable).parent)
+    return {
+        "PATH": f"{venv_bin}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "ANSIBLE_ROLES_PATH": str(roles_path),
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
+        "ANSIBLE_RETRY_FILES_ENABLED": "False",
+        "ANSIBLE_FORCE_COLOR": "False",
+        "ANSIBLE_NOCOLOR": "True",
+        "ANSIBLE_PIPELINING": "True",
+        "ANSIBLE_SSH_ARGS": "-o ControlMaster=auto -o ControlPersist=120s",
+        "ANSIBLE_LOCALHOST_WARNING": "False",
+        "ANSIBLE_DEPRECATION_WARNINGS": "False",
+    }
+
+
+def run_playbook(
+    *,
+    runs_dir: Path,
+    ansible_dir: Path,
+    inventory: Path,
+    extravars: dict[str, Any],
+    playbook: str = "playbooks/site.yml",
+    limit: str | None = None,
+    tags: str | None = None,
+    check: bool = False,
+    progress: Progress | None = None,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    run_id: str | None = None,
+) -> RunResult:
+    """Run ``playbook`` from ``ansible_dir`` (with ``ansible_dir/roles``) against ``inventory``."""
+    import ansible_runner
+
+    if not (ansible_dir / playbook).is_file():
+        raise DeployError(str(ansible_dir / playbook), "playbook not found in the bundle's Ansible content")
+    run_id = run_id or new_run_id()
+    runs_dir.mkdir(mode=0o750, parents=True, exist_ok=True)
+    run_dir = runs_dir / run_id
+    run_dir.mkdir(mode=0o750)
+    progress = progress or Progress()
+
+    def handler(event: dict[str, Any]) -> bool:
+        progress.apply(event)
+        if on_event is not None:
+            on_event(event)
+        return True
+
+    cmdline = "--check --diff" if check else None
+    runner = ansible_runner.run(
+        private_data_dir=str(run_dir),
+        project_dir=str(ansible_dir),
+        playbook=playbook,
+        inventory=str(inventory.resolve()),
+        extravars=extravars,
+        limit=limit,
+        tags=tags,
+        cmdline=cmdline,
+        envvars=_environment(ansible_dir / "roles"),
+        event_handler=handler,
+        quiet=True,
+        artifact_dir=str(run_dir),
+        ident="artifacts",
+        process_isolation=False,
+    )
+    with progress.lock:
+        progress.finished = True
+    return RunResult(run_id=run_id, run_dir=run_dir, status=str(runner.status), rc=int(runner.rc or 0),
+                     progress=progress)
+
+
+def ping_hosts(*, runs_dir: Path, inventory: Path, limit: str | None = None) -> dict[str, str]:
+    """Reach every host with Ansible's ``ping`` before any change; returns {host: reason} for failures."""
+    import ansible_runner
+
+    runs_dir.mkdir(mode=0o750, parents=True, exist_ok=True)
+    run_dir = runs_dir / f"{new_run_id()}-preflight"
+    run_dir.mkdir(mode=0o750)
+    progress = Progress()
+    ansible_runner.run(
+        private_data_dir=str(run_dir),
+        host_pattern="all",
+        module="ping",
+        inventory=str(inventory.resolve()),
+        limit=limit,
+        envvars=_environment(run_dir),
+        event_handler=lambda e: (progress.apply(e), True)[1],
+        quiet=True,
+        artifact_dir=str(run_dir),
+        ident="artifacts",
+        process_isolation=False,
+    )
+    return {f.host: f.message for f in progress.failures}

