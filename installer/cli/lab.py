@@ -1,9 +1,162 @@
-"""`vigil lab` subcommands."""
+"""``vigil lab``: real systemd hosts in systemd-nspawn containers, air-gapped by construction."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
+
+from installer.cli._context import Context
+from installer.cli._output import emit_json, ok
+
+_HOSTS_TEXT = (
+    "mon01 198.18.0.10 (monitoring), ctl01 198.18.0.11 (slurmctld, munge), gpu01 198.18.0.21 and "
+    "gpu02 198.18.0.22 (slurmd, 4 simulated GPUs each); the admin host is 198.18.0.1 on bridge vigil0"
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Registered once the lab commands land."""
+    p = sub.add_parser(
+        "lab",
+        help="run the lab cluster: real systemd hosts with Slurm and simulated GPUs",
+        description="The lab is four Debian 12 hosts booted with systemd-nspawn on this machine: "
+        f"{_HOSTS_TEXT}. They reach each other and the admin host on 198.18.0.0/24 and have no route "
+        "anywhere else. Needs root. State lives in $VIGIL_LAB_DIR (default /var/lib/vigil-lab), the "
+        "debootstrapped root file system in $VIGIL_LAB_CACHE (default /var/cache/vigil/lab).",
+    )
+    ls = p.add_subparsers(dest="lab_command", metavar="ACTION")
+    ls.required = True
+
+    u = ls.add_parser(
+        "up",
+        help="build (once) and boot the lab hosts; write the Ansible inventory",
+        description="Debootstrap Debian 12 into the cache on first use (about a minute, from the Debian "
+        "mirror apt already uses), give each host its own root fs, boot it, and wait until every host "
+        "answers over SSH, `systemctl is-system-running` has settled and Slurm shows both GPU nodes idle. "
+        "Then write DIR/hosts.yml. Hosts already running are left alone, so running it twice is safe. "
+        "A host that comes up `degraded` is reported with its failed units.",
+    )
+    u.add_argument(
+        "--inventory",
+        type=Path,
+        default=Path("inventories/lab"),
+        metavar="DIR",
+        help="directory for hosts.yml (default: %(default)s, relative to the current directory)",
+    )
+    u.add_argument(
+        "--mirror",
+        metavar="URI",
+        help="Debian mirror for the first build (default: the bookworm entry of apt's sources)",
+    )
+    u.add_argument("--json", action="store_true", help="print the result as JSON")
+    u.set_defaults(func=_up, action="lab.up")
+
+    d = ls.add_parser(
+        "down",
+        help="stop the lab hosts and remove the bridge",
+        description="Stop every container the lab started by signalling its own recorded systemd-nspawn "
+        "process (an orderly shutdown, SIGKILL after 30 s), unmount and remove the hosts' root file "
+        "systems, remove the bridge, its veths and the generated inventory. The cached root file system "
+        "and the lab's SSH key are kept for the next `lab up`.",
+    )
+    d.add_argument("--json", action="store_true", help="print the result as JSON")
+    d.set_defaults(func=_down, action="lab.down")
+
+    s = ls.add_parser(
+        "status",
+        help="show each lab host: PID, running, systemd state",
+        description="For each host: the PID of its systemd-nspawn process, whether it runs, and what "
+        "`systemctl is-system-running` answers on it (with failed units if any); the bridge, the "
+        "forwarding switches and the Slurm nodes' states. Exit 0 when every host runs and is `running`, "
+        "1 otherwise.",
+    )
+    s.add_argument("--json", action="store_true", help="print the status as JSON")
+    s.set_defaults(func=_status, action="lab.status")
+
+
+def _say(msg: str) -> None:
+    print(f"  {msg}", file=sys.stderr)
+
+
+def _up(args: argparse.Namespace, ctx: Context) -> int:
+    from installer import lab
+
+    ctx.audit_object = "lab"
+    res = lab.up(inventory_dir=args.inventory, mirror=args.mirror, log=_say)
+    degraded = [h for h in res.hosts if h.system != "running"]
+    ctx.audit_details.update(
+        inventory=str(res.inventory),
+        cache=str(res.cache_rootfs),
+        cache_built=res.cache_built,
+        started=[h.name for h in res.hosts if h.started_now],
+        seconds=round(res.seconds, 1),
+        hosts={h.name: {"pid": h.pid, "system": h.system} for h in res.hosts},
+    )
+    if args.json:
+        emit_json(
+            {
+                "inventory": str(res.inventory),
+                "cache_rootfs": str(res.cache_rootfs),
+                "cache_built": res.cache_built,
+                "seconds": round(res.seconds, 1),
+                "slurm_nodes": res.slurm_nodes,
+                "hosts": [h.to_json() for h in res.hosts],
+            }
+        )
+    else:
+        for h in res.hosts:
+            extra = f" failed: {', '.join(h.failed_units)}" if h.failed_units else ""
+            print(
+                f"{h.name:6} {h.ip:13} pid {h.pid:<8} {h.system}{' (started)' if h.started_now else ''}{extra}"
+            )
+        for h in degraded:
+            print(
+                f"WARN: {h.name}: {h.system}; failed units: {', '.join(h.failed_units) or 'none listed'}",
+                file=sys.stderr,
+            )
+        nodes = ", ".join(f"{n} {s}" for n, s in sorted(res.slurm_nodes.items()))
+        ok(
+            "lab",
+            f"{len(res.hosts)} hosts up in {res.seconds:.0f}s; slurm: {nodes}; inventory {res.inventory}",
+        )
+    return 0
+
+
+def _down(args: argparse.Namespace, ctx: Context) -> int:
+    from installer import lab
+
+    ctx.audit_object = "lab"
+    outcome = lab.down(log=_say)
+    ctx.audit_details.update(hosts=outcome)
+    if args.json:
+        emit_json({"hosts": outcome})
+    else:
+        ok("lab", f"down; {len(outcome)} hosts stopped" if outcome else "down; nothing was running")
+    return 0
+
+
+def _status(args: argparse.Namespace, ctx: Context) -> int:
+    from installer import lab
+
+    ctx.audit_object = "lab"
+    st = lab.status()
+    healthy = all(h["running"] and h["system"] == "running" for h in st["hosts"])
+    ctx.audit_details.update(hosts={h["name"]: h["system"] for h in st["hosts"]}, healthy=healthy)
+    if args.json:
+        emit_json(st)
+        return 0 if healthy else 1
+    for h in st["hosts"]:
+        pid = h["pid"] if h["pid"] is not None else "-"
+        extra = f" failed: {', '.join(h['failed_units'])}" if h["failed_units"] else ""
+        print(
+            f"{h['name']:6} {h['ip']:13} pid {pid!s:<8} {'up  ' if h['running'] else 'down'} {h['system']}{extra}"
+        )
+    print(
+        f"bridge: {st['bridge'] or 'absent'}; forwarding: "
+        + ", ".join(f"{k}={v}" for k, v in st["forwarding"].items())
+    )
+    if st["slurm_nodes"]:
+        print("slurm: " + ", ".join(f"{n} {s}" for n, s in sorted(st["slurm_nodes"].items())))
+    if st["inventory"]:
+        print(f"inventory: {st['inventory']}")
+    return 0 if healthy else 1

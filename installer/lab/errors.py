@@ -1,0 +1,15 @@
+"""Errors the lab reports."""
+
+from __future__ import annotations
+
+from bundle.errors import VigilError
+
+
+class LabError(VigilError):
+    """The lab could not be built, started, reached or stopped."""
+
+
+class LabPrerequisiteMissing(LabError):
+    """A tool the lab needs is not installed, or the lab was not run as root."""
+
+    outcome = "refused"

@@ -1,0 +1,60 @@
+"""The lab's hosts, their addresses and what each one runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: the lab's private network; nothing in the lab has a route anywhere else
+SUBNET = "198.18.0.0/24"
+PREFIX_LEN = 24
+ADMIN_IP = "198.18.0.1"
+BRIDGE = "vigil0"
+#: simulated GPUs per GPU node (device nodes /dev/nvidia0..N-1, gres gpu:N)
+GPUS_PER_NODE = 4
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    ip: str
+    #: inventory groups the host belongs to
+    groups: tuple[str, ...]
+
+    @property
+    def slurm_controller(self) -> bool:
+        return "slurm_controller" in self.groups
+
+    @property
+    def gpu_node(self) -> bool:
+        return "gpu_nodes" in self.groups
+
+    @property
+    def slurm(self) -> bool:
+        """Whether the host runs munge and a Slurm daemon."""
+        return self.slurm_controller or self.gpu_node
+
+
+HOSTS: tuple[Host, ...] = (
+    Host("mon01", "198.18.0.10", ("monitoring",)),
+    Host("ctl01", "198.18.0.11", ("slurm_controller",)),
+    Host("gpu01", "198.18.0.21", ("gpu_nodes",)),
+    Host("gpu02", "198.18.0.22", ("gpu_nodes",)),
+)
+
+#: inventory groups in the order hosts.yml lists them
+GROUPS: tuple[str, ...] = ("monitoring", "slurm_controller", "gpu_nodes")
+
+#: Slurm accounts jobs in the lab are submitted under (`sbatch -A ...`)
+ACCOUNTS: tuple[str, ...] = ("physics", "chemistry")
+
+#: unprivileged users present on every lab host (same uid everywhere) for jobs with `--uid`/`su`
+USERS: tuple[tuple[str, int], ...] = (("alice", 2001), ("bob", 2002))
+
+
+def host_by_name(name: str) -> Host:
+    for h in HOSTS:
+        if h.name == name:
+            return h
+    from installer.lab.errors import LabError
+
+    raise LabError(name, f"no such lab host (hosts: {', '.join(h.name for h in HOSTS)})")

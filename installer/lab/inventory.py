@@ -1,0 +1,51 @@
+"""The Ansible inventory of the lab: `hosts.yml`, written by every `lab up`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from installer.lab import _files
+from installer.lab.hosts import GROUPS, HOSTS, Host
+from installer.lab.paths import LabPaths
+
+HEADER = "# Written by `vigil lab up`; rewritten on every run, removed by `vigil lab down`. Do not edit.\n"
+
+
+def inventory_data(paths: LabPaths, hosts: tuple[Host, ...] = HOSTS) -> dict[str, Any]:
+    common = f"-o UserKnownHostsFile={paths.known_hosts} -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes"
+    children: dict[str, Any] = {}
+    for group in GROUPS:
+        children[group] = {"hosts": {h.name: {"ansible_host": h.ip} for h in hosts if group in h.groups}}
+    return {
+        "all": {
+            "vars": {
+                "ansible_user": "root",
+                "ansible_ssh_private_key_file": str(paths.ssh_key),
+                "ansible_ssh_common_args": common,
+                "ansible_python_interpreter": "/usr/bin/python3",
+                "vigil_lab": True,
+            },
+            "children": children,
+        }
+    }
+
+
+def write_inventory(paths: LabPaths, directory: Path) -> Path:
+    path = directory / "hosts.yml"
+    text = HEADER + yaml.safe_dump(inventory_data(paths), sort_keys=False, default_flow_style=False)
+    _files.write(path, text)
+    return path
+
+
+def remove_inventory(path: Path) -> bool:
+    """Remove PATH if it is one the lab wrote (starts with its header)."""
+    try:
+        if path.read_text().startswith(HEADER):
+            path.unlink()
+            return True
+    except OSError:
+        pass
+    return False

@@ -1,0 +1,63 @@
+"""Turn a copy of the cached root fs into one particular lab host, before it boots."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from installer.lab import _files, slurm
+from installer.lab.hosts import ADMIN_IP, HOSTS, PREFIX_LEN, Host
+
+#: sorts before the stock 80-container-host0.network (DHCP), so this one is used for host0
+NETWORK_FILE = "etc/systemd/network/10-host0.network"
+ADMIN_NAME = "admin"
+
+
+def etc_hosts(hosts: tuple[Host, ...] = HOSTS) -> str:
+    lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback", f"{ADMIN_IP}\t{ADMIN_NAME}"]
+    lines += [f"{h.ip}\t{h.name}" for h in hosts]
+    return "\n".join(lines) + "\n"
+
+
+def network_file(host: Host) -> str:
+    # an address on the lab subnet and nothing else: no gateway, no DHCP, no IPv6 autoconfiguration
+    return (
+        "# vigil lab: the lab subnet only; no route anywhere else\n"
+        "[Match]\nName=host0\n\n"
+        f"[Network]\nAddress={host.ip}/{PREFIX_LEN}\n"
+        "DHCP=no\nLinkLocalAddressing=no\nIPv6AcceptRA=no\nLLMNR=no\nMulticastDNS=no\n"
+    )
+
+
+def prepare_host(root: Path, host: Host, *, admin_pubkey: str, host_key: Path, munge_key: bytes) -> None:
+    # 1. identity
+    _files.write(root / "etc/hostname", host.name + "\n")
+    _files.write(root / "etc/machine-id", uuid.uuid4().hex + "\n", mode=0o444)
+    _files.write(root / "etc/hosts", etc_hosts())
+    # 2. network: the lab subnet only
+    _files.write(root / NETWORK_FILE, network_file(host))
+    # 3. ssh: the admin key for root, the host key made for this host
+    (root / "root/.ssh").mkdir(mode=0o700, exist_ok=True)
+    _files.write(root / "root/.ssh/authorized_keys", admin_pubkey.strip() + "\n", mode=0o600)
+    _files.write(root / "etc/ssh/ssh_host_ed25519_key", host_key.read_bytes(), mode=0o600)
+    _files.write(root / "etc/ssh/ssh_host_ed25519_key.pub", Path(f"{host_key}.pub").read_bytes())
+    # 4. Slurm and munge where the host runs them, masked elsewhere
+    if not host.slurm:
+        for unit in ("munge.service", "slurmctld.service", "slurmd.service"):
+            _files.mask_unit(root, unit)
+        return
+    _files.write(root / "etc/munge/munge.key", munge_key, mode=0o400, owner=_files.ids(root, "munge"))
+    _files.write(root / "etc/slurm/slurm.conf", slurm.slurm_conf())
+    _files.write(root / "etc/slurm/gres.conf", slurm.gres_conf())
+    _files.enable_unit(root, "munge.service", "multi-user.target")
+    if host.slurm_controller:
+        _files.enable_unit(root, "slurmctld.service", "multi-user.target")
+        _files.mask_unit(root, "slurmd.service")
+    if host.gpu_node:
+        _files.write(root / "etc/systemd/system" / slurm.GPU_UNIT, slurm.gpu_unit())
+        _files.write(
+            root / "etc/systemd/system/slurmd.service.d/10-vigil-lab-gpus.conf", slurm.slurmd_dropin()
+        )
+        _files.enable_unit(root, slurm.GPU_UNIT, "multi-user.target")
+        _files.enable_unit(root, "slurmd.service", "multi-user.target")
+        _files.mask_unit(root, "slurmctld.service")

@@ -1,0 +1,67 @@
+"""The lab's state file: which containers the lab started (PID and start time) and where things are."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from installer.lab.errors import LabError
+
+FORMAT = 1
+
+
+@dataclass
+class HostState:
+    name: str
+    ip: str
+    pid: int
+    starttime: int
+    rootfs: str
+    #: "overlay" (on the cached root fs) or "copy"
+    mode: str
+    console_log: str
+    #: the container's own cgroups (see installer.lab.cgroups), removed after it stops
+    cgroups: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LabState:
+    cache_rootfs: str = ""
+    ssh_key: str = ""
+    known_hosts: str = ""
+    inventory: str = ""
+    hosts: dict[str, HostState] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["format"] = FORMAT
+        return d
+
+
+def load(path: Path) -> LabState:
+    if not path.exists():
+        return LabState()
+    try:
+        raw = json.loads(path.read_text())
+        hosts = {k: HostState(**v) for k, v in raw.get("hosts", {}).items()}
+        return LabState(
+            cache_rootfs=raw.get("cache_rootfs", ""),
+            ssh_key=raw.get("ssh_key", ""),
+            known_hosts=raw.get("known_hosts", ""),
+            inventory=raw.get("inventory", ""),
+            hosts=hosts,
+        )
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise LabError(
+            str(path), f"unreadable lab state ({exc}); stop the containers it names by hand"
+        ) from exc
+
+
+def save(path: Path, state: LabState) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(state.to_json(), indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
