@@ -30,7 +30,7 @@ def inspect_bundle(path: Path) -> dict[str, Any]:
                 signers.append({"key_id": sig.key_id_hex, "trusted_comment": sig.trusted_comment})
             except BundleRejected:
                 signers.append({"key_id": key_id, "trusted_comment": "(unreadable signature)"})
-        sbom_bytes = read_leading_member(reader.payload_chunks(), SBOM_PATH)
+        sbom_bytes = read_leading_member(reader.payload_chunks(), manifest.payload.frames, SBOM_PATH)
     per_component: dict[str, dict[str, Any]] = defaultdict(lambda: {"files": 0, "bytes": 0})
     for f in manifest.files:
         per_component[f.component]["files"] += 1

@@ -17,6 +17,7 @@ from bundle.errors import BundleRejected
 
 FORMAT = "vigil-bundle/1"
 MAX_MANIFEST_BYTES = 64 << 20
+MAX_FRAME_BYTES = 64 << 20
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _VERSION = re.compile(r"^\d+(\.\d+)*$")
 
@@ -48,6 +49,8 @@ class ComponentEntry:
 class PayloadEntry:
     size: int
     sha256: str
+    frames: tuple[int, ...]  # compressed size of each zstd frame, in order
+    frame_bytes: int  # the most uncompressed bytes one frame may hold
     compression: str = "zstd"
 
 
@@ -161,11 +164,22 @@ def parse_manifest(data: bytes) -> Manifest:
     if fmt != FORMAT:
         raise BundleRejected("manifest.json", f"format {fmt!r} is not {FORMAT!r}; a newer vigil may be needed")
     pay = _Fields(top._get("payload"), "payload")
+    frames = pay.list("frames")
+    if not frames or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in frames):
+        raise _bad("payload.frames", "must be a non-empty list of positive integers")
     payload = PayloadEntry(
-        size=pay.int("size"), sha256=pay.str("sha256", pattern=_SHA256), compression=pay.str("compression")
+        size=pay.int("size"),
+        sha256=pay.str("sha256", pattern=_SHA256),
+        frames=tuple(frames),
+        frame_bytes=pay.int("frame_bytes", minimum=1),
+        compression=pay.str("compression"),
     )
     if payload.compression != "zstd":
         raise _bad("payload.compression", f"is {payload.compression!r}, only 'zstd' is read")
+    if sum(payload.frames) != payload.size:
+        raise _bad("payload.frames", f"add up to {sum(payload.frames)} bytes, not the payload's {payload.size}")
+    if payload.frame_bytes > MAX_FRAME_BYTES:
+        raise _bad("payload.frame_bytes", f"is larger than {MAX_FRAME_BYTES}")
     components = []
     for i, raw in enumerate(top.list("components")):
         c = _Fields(raw, f"components[{i}]")

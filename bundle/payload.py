@@ -1,36 +1,41 @@
 """The payload: a deterministic tar stream of the bundle's files, zstd-compressed.
 
 Writing: entries sorted by path, fixed mtime, uid/gid 0, no user or group names, modes
-0644/0755, PAX format; zstd level 3 with worker threads and a frame checksum. zstd's
-multi-threaded output does not depend on the number of workers, so builds on machines
-with different core counts give the same bytes.
+0644/0755, PAX format. The tar stream is cut into pieces of ``FRAME_BYTES`` and each piece
+is compressed as its own zstd frame (level 3, content size and checksum in the frame) on a
+pool of threads. Concatenated zstd frames are one valid ``.zst`` stream, so ``zstd -d |
+tar -x`` reads the payload as it is; each frame is compressed alone, so the bytes do not
+depend on the number of threads or cores. The manifest lists the frames' sizes.
 
 Reading: one streaming pass. The compressed bytes are hashed as they are read (the
-manifest pins their SHA-256), decompressed, parsed as tar, and every member is checked
-against the manifest before a byte of it is used; the files' own SHA-256 is computed on
-a second thread so that verification runs at the speed of hashing.
+manifest pins their SHA-256) and cut into the signed frame sizes; frames are decompressed
+in parallel (zstd decompression, not SHA-256, is the slow step on machines with SHA
+instructions), each capped at ``FRAME_BYTES`` of output, then parsed as tar in order, and
+every member is checked against the manifest before a byte of it is used.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import queue
 import tarfile
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import BinaryIO, Protocol
 
 import zstandard
 
 from bundle.errors import BundleError, BundleRejected, TamperedFile
-from bundle.manifest import FileEntry, Manifest, PayloadEntry, check_member_name
+from bundle.manifest import MAX_FRAME_BYTES, FileEntry, Manifest, PayloadEntry, check_member_name
 
 CHUNK = 1 << 20
 ZSTD_LEVEL = 3
-MAX_WINDOW = 1 << 27
+FRAME_BYTES = 8 << 20  # uncompressed bytes per zstd frame
+WORKERS = max(2, min(8, os.cpu_count() or 2))
 
 Progress = Callable[[int, int], None]
 
@@ -71,6 +76,61 @@ class _HashingWriter:
         self.fh.flush()
 
 
+class _FrameWriter:
+    """Cuts a byte stream into FRAME_BYTES pieces and compresses each as its own frame, in parallel."""
+
+    def __init__(self, sink: _HashingWriter) -> None:
+        self.sink = sink
+        self.pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="vigil-zstd")
+        self.local = threading.local()
+        self.pending: deque[Future[bytes]] = deque()
+        self.buf = bytearray()
+        self.frames: list[int] = []
+
+    def _compress(self, piece: bytes) -> bytes:
+        cctx = getattr(self.local, "cctx", None)
+        if cctx is None:
+            cctx = self.local.cctx = zstandard.ZstdCompressor(
+                level=ZSTD_LEVEL, write_checksum=True, write_content_size=True
+            )
+        return cctx.compress(piece)
+
+    def _submit(self, piece: bytes) -> None:
+        self.pending.append(self.pool.submit(self._compress, piece))
+        while len(self.pending) > 2 * WORKERS:
+            self._drain_one()
+
+    def _drain_one(self) -> None:
+        frame = self.pending.popleft().result()
+        self.sink.write(frame)
+        self.frames.append(len(frame))
+
+    def write(self, data: bytes) -> None:
+        self.buf += data
+        while len(self.buf) >= FRAME_BYTES:
+            self._submit(bytes(self.buf[:FRAME_BYTES]))
+            del self.buf[:FRAME_BYTES]
+
+    def close(self) -> None:
+        if self.buf or not self.frames and not self.pending:
+            self._submit(bytes(self.buf))
+            self.buf.clear()
+        while self.pending:
+            self._drain_one()
+
+    def shutdown(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def compress_frames(data: bytes) -> tuple[bytes, tuple[int, ...]]:
+    """``data`` as vigil frames (for tests and tools that hold a whole tar stream in memory)."""
+    out: list[bytes] = []
+    cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=True, write_content_size=True)
+    for i in range(0, max(len(data), 1), FRAME_BYTES):
+        out.append(cctx.compress(data[i : i + FRAME_BYTES]))
+    return b"".join(out), tuple(len(f) for f in out)
+
+
 def write_payload(
     files: Iterable[PayloadFile],
     out: Path,
@@ -96,10 +156,10 @@ def write_payload(
     total = sum(os.stat(f.source).st_size for f in ordered)
     done = 0
     written: list[WrittenFile] = []
-    cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL, threads=-1, write_checksum=True)
     with open(out, "wb") as raw:
         sink = _HashingWriter(raw)
-        with cctx.stream_writer(sink, closefd=False) as zw:  # type: ignore[arg-type]
+        zw = _FrameWriter(sink)
+        try:
             tar_size = 0
             for f in ordered:
                 mode = 0o755 if f.mode & 0o111 else 0o644
@@ -133,82 +193,105 @@ def write_payload(
             # end of archive: two zero blocks, then zeros up to a whole record, as tar(1) writes it
             tar_size += 2 * tarfile.BLOCKSIZE
             zw.write(b"\0" * (2 * tarfile.BLOCKSIZE + (-tar_size % tarfile.RECORDSIZE)))
+            zw.close()
+        finally:
+            zw.shutdown()
         raw.flush()
         os.fsync(raw.fileno())
-    return PayloadEntry(size=sink.size, sha256=sink.hasher.hexdigest()), written
-
-
-class _HashWorker:
-    """One thread that updates hashers in submission order, so hashing overlaps decompression."""
-
-    _STOP = object()
-
-    def __init__(self) -> None:
-        self.q: queue.Queue[Any] = queue.Queue(maxsize=32)
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, name="vigil-hash", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while True:
-            item = self.q.get()
-            if item is self._STOP:
-                return
-            if self.error is not None:
-                continue
-            try:
-                hasher, data, check = item
-                if data is not None:
-                    hasher.update(data)
-                if check is not None:
-                    check(hasher)
-            except BaseException as exc:  # handed to the main thread
-                self.error = exc
-
-    def update(self, hasher: Any, data: bytes) -> None:
-        self.q.put((hasher, data, None))
-
-    def then(self, hasher: Any, check: Callable[[Any], None]) -> None:
-        self.q.put((hasher, None, check))
-
-    def raise_pending(self) -> None:
-        if self.error is not None:
-            raise self.error
-
-    def close(self) -> None:
-        self.q.put(self._STOP)
-        self.thread.join()
+    return (
+        PayloadEntry(size=sink.size, sha256=sink.hasher.hexdigest(), frames=tuple(zw.frames), frame_bytes=FRAME_BYTES),
+        written,
+    )
 
 
 class _PayloadSource:
-    """File-like view of the payload's compressed bytes, hashed as they are read."""
+    """The payload's compressed bytes, hashed as they are pulled, cut into the signed frame sizes."""
 
     def __init__(self, chunks: Iterator[bytes], total: int, progress: Progress | None) -> None:
         self.chunks = chunks
         self.hasher = hashlib.sha256()
-        self.buf = b""
+        self.buf = bytearray()
         self.done = 0
         self.total = total
         self.progress = progress
 
-    def read(self, n: int = -1) -> bytes:
-        if not self.buf:
-            self.buf = next(self.chunks, b"")
-            if self.buf:
-                self.hasher.update(self.buf)
-                self.done += len(self.buf)
-                if self.progress:
-                    self.progress(self.done, self.total)
-        if n < 0 or n >= len(self.buf):
-            data, self.buf = self.buf, b""
-        else:
-            data, self.buf = self.buf[:n], self.buf[n:]
-        return data
+    def _pull(self) -> bool:
+        chunk = next(self.chunks, b"")
+        if not chunk:
+            return False
+        self.hasher.update(chunk)
+        self.done += len(chunk)
+        self.buf += chunk
+        if self.progress:
+            self.progress(self.done, self.total)
+        return True
+
+    def frames(self, sizes: Iterable[int]) -> Iterator[bytes]:
+        for size in sizes:
+            while len(self.buf) < size and self._pull():
+                pass
+            frame = bytes(self.buf[:size])
+            del self.buf[:size]
+            yield frame
 
     def drain(self) -> None:
-        self.buf = b""
-        while self.read(CHUNK):
-            pass
+        self.buf.clear()
+        while self._pull():
+            self.buf.clear()
+
+
+class _FrameReader:
+    """File-like view of the decompressed frames, in order; decompression runs ahead on a pool."""
+
+    def __init__(self, frames: Iterator[bytes], *, frame_bytes: int, where: str) -> None:
+        self.frames = frames
+        self.frame_bytes = frame_bytes
+        self.where = where
+        self.pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="vigil-unzstd")
+        self.local = threading.local()
+        self.pending: deque[Future[bytes]] = deque()
+        self.current = memoryview(b"")
+
+    def _decompress(self, frame: bytes) -> bytes:
+        try:
+            size = zstandard.frame_content_size(frame)
+        except zstandard.ZstdError as exc:
+            raise BundleRejected(self.where, f"corrupt zstd frame ({exc})") from None
+        if size < 0 or size > self.frame_bytes:
+            raise BundleRejected(self.where, f"zstd frame declares {size} bytes, more than {self.frame_bytes}")
+        dctx = getattr(self.local, "dctx", None)
+        if dctx is None:
+            dctx = self.local.dctx = zstandard.ZstdDecompressor()
+        try:
+            out = dctx.decompress(frame, max_output_size=self.frame_bytes)
+        except zstandard.ZstdError as exc:
+            raise BundleRejected(self.where, f"corrupt zstd frame ({exc})") from None
+        if len(out) != size:
+            raise BundleRejected(self.where, f"zstd frame gave {len(out)} bytes, its header says {size}")
+        return out
+
+    def _top_up(self) -> None:
+        while len(self.pending) < 2 * WORKERS:
+            frame = next(self.frames, None)
+            if frame is None:
+                return
+            self.pending.append(self.pool.submit(self._decompress, frame))
+
+    def read(self, n: int = -1) -> bytes:
+        while not self.current:
+            self._top_up()
+            if not self.pending:
+                return b""
+            self.current = memoryview(self.pending.popleft().result())
+            self._top_up()
+        if n < 0 or n >= len(self.current):
+            data, self.current = bytes(self.current), memoryview(b"")
+        else:
+            data, self.current = bytes(self.current[:n]), self.current[n:]
+        return data
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def verify_payload(
@@ -251,31 +334,26 @@ def _check_payload_digest(bundle_name: str, manifest: Manifest, source: _Payload
 def _stream_members(bundle_name: str, manifest: Manifest, source: _PayloadSource, extract_to: Path | None) -> None:
     expected = manifest.files_by_path()
     seen: set[str] = set()
-    dctx = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW)
-    worker = _HashWorker()
+    where = f"{bundle_name}: payload.tar.zst"
+    plain = _FrameReader(source.frames(manifest.payload.frames), frame_bytes=manifest.payload.frame_bytes, where=where)
     try:
-        with dctx.stream_reader(source, read_size=CHUNK, read_across_frames=False) as plain:  # type: ignore[arg-type]
-            try:
-                tar = tarfile.open(fileobj=plain, mode="r|", bufsize=CHUNK)  # type: ignore[call-overload]
-                for member in tar:
-                    _check_member(bundle_name, member, expected, seen)
-                    entry = expected[member.name]
-                    seen.add(member.name)
-                    _read_member(bundle_name, tar, member, entry, worker, extract_to)
-                    worker.raise_pending()
-                # after the end-of-archive marker only zero padding may follow
+        try:
+            tar = tarfile.open(fileobj=plain, mode="r|", bufsize=CHUNK)  # type: ignore[call-overload]
+            for member in tar:
+                _check_member(bundle_name, member, expected, seen)
+                entry = expected[member.name]
+                seen.add(member.name)
+                _read_member(bundle_name, tar, member, entry, extract_to)
+            # after the end-of-archive marker only zero padding may follow
+            rest = plain.read(CHUNK)
+            while rest:
+                if rest.strip(b"\0"):
+                    raise BundleRejected(where, "data after the end of the tar stream")
                 rest = plain.read(CHUNK)
-                while rest:
-                    if rest.strip(b"\0"):
-                        raise BundleRejected(f"{bundle_name}: payload.tar.zst", "data after the end of the tar stream")
-                    rest = plain.read(CHUNK)
-            except tarfile.TarError as exc:
-                raise BundleRejected(f"{bundle_name}: payload.tar.zst", f"corrupt tar stream ({exc})") from None
-            except zstandard.ZstdError as exc:
-                raise BundleRejected(f"{bundle_name}: payload.tar.zst", f"corrupt zstd stream ({exc})") from None
+        except tarfile.TarError as exc:
+            raise BundleRejected(where, f"corrupt tar stream ({exc})") from None
     finally:
-        worker.close()
-    worker.raise_pending()
+        plain.close()
     missing = sorted(set(expected) - seen)
     if missing:
         more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
@@ -314,7 +392,6 @@ def _read_member(
     tar: tarfile.TarFile,
     member: tarfile.TarInfo,
     entry: FileEntry,
-    worker: _HashWorker,
     extract_to: Path | None,
 ) -> None:
     obj = f"{bundle_name}: {member.name}"
@@ -333,7 +410,7 @@ def _read_member(
             if not data:
                 raise TamperedFile(obj, f"truncated: {entry.size - left} of {entry.size} bytes")
             left -= len(data)
-            worker.update(hasher, data)
+            hasher.update(data)
             if out_fd >= 0:
                 view = memoryview(data)
                 while view:
@@ -345,27 +422,28 @@ def _read_member(
         if out_fd >= 0:
             os.close(out_fd)
 
-    def check(h: Any) -> None:
-        if h.hexdigest() != entry.sha256:
-            raise TamperedFile(obj, f"sha256 {h.hexdigest()[:12]}… differs from the manifest's {entry.sha256[:12]}…")
-
-    worker.then(hasher, check)
+    digest = hasher.hexdigest()
+    if digest != entry.sha256:
+        raise TamperedFile(obj, f"sha256 {digest[:12]}… differs from the manifest's {entry.sha256[:12]}…")
 
 
-def read_leading_member(chunks: Iterator[bytes], name: str, *, max_size: int = 16 << 20) -> bytes | None:
+def read_leading_member(
+    chunks: Iterator[bytes], frames: tuple[int, ...], name: str, *, max_size: int = 16 << 20
+) -> bytes | None:
     """The bytes of the payload's first member when it is ``name`` (the SBOM), else None.
 
     Used by ``inspect`` for display only; nothing read here is trusted or written anywhere.
     """
     source = _PayloadSource(chunks, 0, None)
-    dctx = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW)
+    plain = _FrameReader(source.frames(frames), frame_bytes=MAX_FRAME_BYTES, where="payload")
     try:
-        with dctx.stream_reader(source, read_size=CHUNK) as plain:  # type: ignore[arg-type]
-            tar = tarfile.open(fileobj=plain, mode="r|", bufsize=CHUNK)  # type: ignore[call-overload]
-            member = tar.next()
-            if member is None or member.name != name or not member.isreg() or member.size > max_size:
-                return None
-            fh = tar.extractfile(member)
-            return fh.read(member.size) if fh else None
-    except (tarfile.TarError, zstandard.ZstdError):
+        tar = tarfile.open(fileobj=plain, mode="r|", bufsize=CHUNK)  # type: ignore[call-overload]
+        member = tar.next()
+        if member is None or member.name != name or not member.isreg() or member.size > max_size:
+            return None
+        fh = tar.extractfile(member)
+        return fh.read(member.size) if fh else None
+    except (tarfile.TarError, BundleRejected):
         return None
+    finally:
+        plain.close()

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from bundle.container import BundleReader
 from bundle.errors import BundleRejected, SignatureError
-from bundle.manifest import Manifest, format_time, parse_manifest, parse_version
+from bundle.manifest import Manifest, parse_manifest, parse_version
 from bundle.payload import Progress, verify_payload
 from bundle.signing import Minisig
 from bundle.trust import TrustRoot
@@ -67,7 +67,7 @@ def verify_head(
     # 4 expiry
     moment = now or datetime.now(UTC)
     if manifest.expires_at <= moment:
-        raise BundleRejected(name, f"expired on {manifest.expires} (now {format_time(moment)})")
+        raise BundleRejected(name, f"expired on {manifest.expires}; build or carry in a newer bundle")
     if manifest.created_at > manifest.expires_at:
         raise BundleRejected(name, "created after it expires")
     # 5 minimum vigil version

@@ -19,10 +19,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import zstandard
-
 from bundle.container import write_bundle
 from bundle.manifest import FORMAT, format_time
+from bundle.payload import FRAME_BYTES, compress_frames
 from bundle.signing import PublicKey, SigningKey, generate_keypair, load_public_key, load_signing_key
 from bundle.trust import TrustRoot, new_root, write_root
 
@@ -92,7 +91,7 @@ def _file_entry(m: Member) -> dict[str, Any]:
     }
 
 
-def _payload(members: list[Member], mtime: int) -> bytes:
+def _payload(members: list[Member], mtime: int) -> tuple[bytes, tuple[int, ...]]:
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for m in members:
@@ -105,7 +104,7 @@ def _payload(members: list[Member], mtime: int) -> bytes:
     for m in members:  # make a header lie about its size, keeping its checksum valid
         if m.size is not None:
             data = _rewrite_size(data, m.name, m.size)
-    return zstandard.ZstdCompressor(level=3, write_checksum=True).compress(data)
+    return compress_frames(data)
 
 
 def _rewrite_size(tar_bytes: bytes, name: str, size: int) -> bytes:
@@ -150,7 +149,7 @@ def craft_bundle(
     members = default_members() if members is None else members
     listed = members if manifest_members is None else manifest_members
     mtime = int(created.timestamp())
-    payload = _payload(members, mtime)
+    payload, frames = _payload(members, mtime)
     manifest: dict[str, Any] = {
         "format": FORMAT,
         "version": version,
@@ -160,7 +159,8 @@ def craft_bundle(
         "expires": format_time(created + timedelta(days=valid_days)),
         "min_vigil_version": "0.1.0",
         "builder_version": "0.1.0",
-        "payload": {"size": len(payload), "sha256": hashlib.sha256(payload).hexdigest(), "compression": "zstd"},
+        "payload": {"size": len(payload), "sha256": hashlib.sha256(payload).hexdigest(), "compression": "zstd",
+                    "frames": list(frames), "frame_bytes": FRAME_BYTES},
         "components": [
             {"name": "demo", "version": "1.0", "license": "Apache-2.0", "kind": "file",
              "upstream_url": "https://example.invalid/demo-1.0.tar.gz", "upstream_sha256": "0" * 64}

@@ -211,6 +211,7 @@ def test_manifest_size_smaller_than_file(env: Env, capsys: pytest.CaptureFixture
 def test_payload_size_lie(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     def grow(m: dict[str, Any]) -> None:
         m["payload"]["size"] += 100
+        m["payload"]["frames"][-1] += 100
 
     b = craft_bundle(env.out, [env.key], version=2, edit=grow)
     assert_rejected(env, b.path, capsys, "payload.tar.zst", "size lie")
@@ -268,6 +269,22 @@ def test_malformed_manifest_wrong_type(env: Env, capsys: pytest.CaptureFixture[s
 
     b = craft_bundle(env.out, [env.key], version=2, edit=stringly)
     assert_rejected(env, b.path, capsys, "manifest.json", "malformed: field 'files[1].size' must be an integer")
+
+
+def test_frames_do_not_add_up(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    def split_wrong(m: dict[str, Any]) -> None:
+        m["payload"]["frames"] = [m["payload"]["size"] - 10]
+
+    b = craft_bundle(env.out, [env.key], version=2, edit=split_wrong)
+    assert_rejected(env, b.path, capsys, "malformed: field 'payload.frames' add up to")
+
+
+def test_frame_larger_than_declared(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    def small_frames(m: dict[str, Any]) -> None:
+        m["payload"]["frame_bytes"] = 1024  # the real frame holds more: a decompression bomb guard
+
+    b = craft_bundle(env.out, [env.key], version=2, edit=small_frames)
+    assert_rejected(env, b.path, capsys, "payload.tar.zst", "more than 1024")
 
 
 def test_malformed_manifest_missing_field(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
