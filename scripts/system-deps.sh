@@ -8,11 +8,27 @@ declare -A want=(
   [minisign]=minisign
   [zstd]=zstd
   [dpkg-deb]=dpkg
+  # the lab (vigil lab up): a Debian root fs, systemd-nspawn containers on a bridge, ssh into them
+  [debootstrap]=debootstrap
+  [systemd-nspawn]=systemd-container
+  [ip]=iproute2
+  [ssh]=openssh-client
+  [ssh-keygen]=openssh-client
+  [chattr]=e2fsprogs
+  [mount]=mount
+)
+# file -> package (things that are not commands)
+declare -A want_files=(
+  [/usr/share/keyrings/debian-archive-keyring.gpg]=debian-archive-keyring
 )
 
 missing=()
+add() { [[ " ${missing[*]-} " == *" $1 "* ]] || missing+=("$1"); }
 for cmd in "${!want[@]}"; do
-  command -v "$cmd" >/dev/null 2>&1 || missing+=("${want[$cmd]}")
+  command -v "$cmd" >/dev/null 2>&1 || add "${want[$cmd]}"
+done
+for f in "${!want_files[@]}"; do
+  [ -e "$f" ] || add "${want_files[$f]}"
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
