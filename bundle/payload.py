@@ -34,7 +34,7 @@ from bundle.manifest import MAX_FRAME_BYTES, FileEntry, Manifest, PayloadEntry, 
 
 CHUNK = 1 << 20
 ZSTD_LEVEL = 3
-FRAME_BYTES = 8 << 20  # uncompressed bytes per zstd frame
+FRAME_BYTES = 4 << 20  # uncompressed bytes per zstd frame
 WORKERS = max(2, min(8, os.cpu_count() or 2))
 
 Progress = Callable[[int, int], None]
@@ -271,7 +271,7 @@ class _FrameReader:
         return out
 
     def _top_up(self) -> None:
-        while len(self.pending) < 2 * WORKERS:
+        while len(self.pending) < WORKERS + 1:
             frame = next(self.frames, None)
             if frame is None:
                 return
