@@ -1,0 +1,66 @@
+"""The DCGM fields the simulator emits: name, Prometheus type and help, as dcgm-exporter declares them.
+
+Types follow dcgm-exporter's counters CSV (``etc/default-counters.csv`` and ``dcp-metrics-included.csv``):
+the energy, ECC, retired-page, remapped-row, NVLink and PCIe replay totals are counters; the rest are
+gauges. DCGM reports integer fields with ``%d`` and floating-point ones with ``%f``; ``is_double``
+says which is which. ``DCGM_FI_DEV_CLOCK_THROTTLE_REASONS`` is field 112, which newer DCGM also names
+``DCGM_FI_DEV_CLOCKS_EVENT_REASONS``; dcgm-exporter names the metric after the CSV line, and vigil's
+collectors CSV uses the throttle name.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Tuple
+
+
+class Field(NamedTuple):
+    name: str
+    type: str
+    help: str
+    is_double: bool = False
+
+
+FIELDS: Tuple[Field, ...] = (
+    Field("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz)."),
+    Field("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz)."),
+    Field("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C)."),
+    Field("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
+    Field("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", True),
+    Field("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Total energy consumption since boot (in mJ)."),
+    Field("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries."),
+    Field("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
+    Field("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %)."),
+    Field("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
+    Field("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge", "Current clock throttle reasons (bitmask)."),
+    Field("DCGM_FI_DEV_FB_TOTAL", "gauge", "Framebuffer memory total (in MiB)."),
+    Field("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
+    Field("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
+    Field("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB)."),
+    Field("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "Total number of single-bit volatile ECC errors."),
+    Field("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors."),
+    Field("DCGM_FI_DEV_RETIRED_SBE", "counter", "Total number of retired pages due to single-bit errors."),
+    Field("DCGM_FI_DEV_RETIRED_DBE", "counter", "Total number of retired pages due to double-bit errors."),
+    Field("DCGM_FI_DEV_RETIRED_PENDING", "counter", "Total number of pages pending retirement."),
+    Field("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "counter",
+          "Total number of NVLink flow-control CRC errors."),
+    Field("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "counter", "Total number of NVLink data CRC errors."),
+    Field("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter",
+          "Total number of NVLink bandwidth counters for all lanes."),
+    Field("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for uncorrectable errors"),
+    Field("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for correctable errors"),
+    Field("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed"),
+    Field("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active.", True),
+)
+
+#: clock throttle (clocks event) reason bits, as NVML defines them
+THROTTLE_GPU_IDLE = 0x1
+THROTTLE_SW_POWER_CAP = 0x4
+THROTTLE_HW_SLOWDOWN = 0x8
+THROTTLE_SW_THERMAL = 0x20
+THROTTLE_HW_THERMAL = 0x40
+THROTTLE_HW_POWER_BRAKE = 0x80
+
+#: labels on every GPU series, in dcgm-exporter 4.x's order; then DCGM_FI_DRIVER_VERSION, then hpc_job
+BASE_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname")
+DRIVER_LABEL = "DCGM_FI_DRIVER_VERSION"
+JOB_LABEL = "hpc_job"

@@ -1,0 +1,30 @@
+"""Factories for the exporters' tests: a fake clock and a simulator on a tmp job map dir."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from exporters.gpusim import GpuSimulator, SimConfig
+from tests.unit.exporters.expo_helpers import FakeClock
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def make_sim(tmp_path: Path, clock: FakeClock) -> Callable[..., GpuSimulator]:
+    def make(**kw: object) -> GpuSimulator:
+        kw.setdefault("hostname", "gpu01")
+        kw.setdefault("jobmap_dir", str(tmp_path / "jobmap"))
+        kw.setdefault("faults_file", str(tmp_path / "faults.json"))
+        kw.setdefault("power_noise_w", 0.0)
+        kw.setdefault("seed", 7)
+        return GpuSimulator(SimConfig(**kw), clock=clock)  # type: ignore[arg-type]
+
+    (tmp_path / "jobmap").mkdir()
+    return make
