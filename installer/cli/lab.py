@@ -73,6 +73,49 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     s.add_argument("--json", action="store_true", help="print the status as JSON")
     s.set_defaults(func=_status, action="lab.status")
 
+    j = ls.add_parser(
+        "job",
+        help="submit a GPU job to the lab's Slurm and print its job id",
+        description="Submit a batch job (`sbatch` on ctl01, as the lab user USER) under Slurm account "
+        "ACCOUNT that holds N GPUs for S seconds (`sleep S`), optionally pinned to one GPU node. Its "
+        "prolog writes the job map, so the GPU simulator tags the GPUs' series with hpc_job=<job id> "
+        "and draws busy power on them while it runs. Prints the job id (with --json: the job as data). "
+        "Cancel it early with `scancel <id>` on ctl01.",
+    )
+    j.add_argument("--account", required=True, help="Slurm account, e.g. physics or chemistry")
+    j.add_argument("--user", default="alice", help="lab user to submit as: alice, bob or root "
+                   "(default: %(default)s)")
+    j.add_argument("--gpus", type=int, required=True, metavar="N", help="GPUs to allocate (1-4)")
+    j.add_argument("--seconds", type=int, required=True, metavar="S", help="how long the job runs")
+    j.add_argument("--node", help="run on this GPU node (gpu01 or gpu02; default: Slurm chooses)")
+    j.add_argument("--json", action="store_true", help="print the job as JSON")
+    j.set_defaults(func=_job, action="lab.job")
+
+    f = ls.add_parser(
+        "fault",
+        help="inject (or --clear) a simulated GPU fault or a node-down on a lab GPU node",
+        description="GPU faults are written to the GPU simulator's state file on HOST "
+        "(/var/lib/vigil/gpusim/faults.json), which it re-reads at every scrape: "
+        "ecc-dbe (one double-bit ECC error, a retired page, row remap failure), ecc-sbe-storm "
+        "(single-bit ECC errors at --rate/s), xid (last XID = --code, default 79), thermal (temperature "
+        "ramps 1 C/s to 97 C, thermal throttling above 85 C), throttle (HW slowdown, SM clock halved), "
+        "nvlink-crc (CRC errors at --rate/s), fb-full (frame buffer full), stuck-idle (allocated but "
+        "0 %% utilisation, idle power). node-down stops the node's exporter units (GPU exporter, "
+        "node_exporter) so every scrape of it fails; Slurm and the host keep running. --clear undoes "
+        "each one.",
+    )
+    f.add_argument("kind", choices=("ecc-dbe", "ecc-sbe-storm", "xid", "thermal", "throttle", "nvlink-crc",
+                                    "fb-full", "stuck-idle", "node-down"), metavar="KIND",
+                   help="ecc-dbe, ecc-sbe-storm, xid, thermal, throttle, nvlink-crc, fb-full, stuck-idle, "
+                   "node-down")
+    f.add_argument("host", metavar="HOST", help="GPU node: gpu01 or gpu02")
+    f.add_argument("gpu", nargs="?", metavar="GPU", help="GPU index 0-3 (not for node-down)")
+    f.add_argument("--clear", action="store_true", help="remove the fault")
+    f.add_argument("--code", type=int, help="XID code for xid (default 79)")
+    f.add_argument("--rate", type=float, help="errors per second for ecc-sbe-storm and nvlink-crc")
+    f.add_argument("--json", action="store_true", help="print the result as JSON")
+    f.set_defaults(func=_fault, action="lab.fault")
+
 
 def _say(msg: str) -> None:
     print(f"  {msg}", file=sys.stderr)
@@ -160,3 +203,41 @@ def _status(args: argparse.Namespace, ctx: Context) -> int:
     if st["inventory"]:
         print(f"inventory: {st['inventory']}")
     return 0 if healthy else 1
+
+
+def _job(args: argparse.Namespace, ctx: Context) -> int:
+    from installer.lab import LabPaths
+    from installer.lab.jobs import submit
+
+    ctx.audit_object = f"lab/job/{args.account}"
+    ctx.audit_details.update(account=args.account, user=args.user, gpus=args.gpus, seconds=args.seconds,
+                             node=args.node)
+    job = submit(LabPaths.from_env(), account=args.account, user=args.user, gpus=args.gpus,
+                 seconds=args.seconds, node=args.node)
+    ctx.audit_object = f"lab/job/{job.job_id}"
+    ctx.audit_details.update(job_id=job.job_id)
+    if args.json:
+        emit_json(job.to_json())
+    else:
+        print(job.job_id)
+    return 0
+
+
+def _fault(args: argparse.Namespace, ctx: Context) -> int:
+    from installer.lab import LabPaths
+    from installer.lab.faults import inject
+
+    where = f"{args.host}/{args.gpu}" if args.gpu is not None else args.host
+    ctx.audit_object = f"lab/fault/{args.kind}/{where}"
+    ctx.audit_details.update(kind=args.kind, host=args.host, gpu=args.gpu, clear=args.clear,
+                             code=args.code, rate=args.rate)
+    res = inject(LabPaths.from_env(), args.kind, args.host, args.gpu, clear=args.clear, code=args.code,
+                 rate=args.rate)
+    ctx.audit_details.update(state=res.state)
+    if args.json:
+        emit_json({"kind": res.kind, "host": res.host, "gpu": res.gpu, "cleared": res.cleared,
+                   "state": res.state})
+    else:
+        ok(f"{res.host}{'/' + res.gpu if res.gpu is not None else ''}",
+           f"{res.kind} {'cleared' if res.cleared else 'injected'}; now: {res.state or 'none'}")
+    return 0

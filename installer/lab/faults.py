@@ -1,0 +1,113 @@
+"""Fault injection in the lab: ``vigil lab fault <kind> <host> [<gpu>] [--clear]``.
+
+GPU faults go into the GPU simulator's state file on the host (``/var/lib/vigil/gpusim/faults.json``),
+which the simulator re-reads at every scrape. The edit runs on the host, under the file's lock, by
+feeding :mod:`exporters.gpusim.faults` itself to ``python3 -`` over ssh, so the host needs nothing
+but its system python3.
+
+``node-down`` makes the node look dead to monitoring without touching Slurm or the container (the
+lab is shared): it stops the node's exporters — whichever of :data:`EXPORTER_UNITS` are active — and
+records them in ``/run/vigil/lab-node-down``; ``--clear`` starts exactly those again.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from installer.lab.errors import LabError
+from installer.lab.hosts import GPUS_PER_NODE, host_by_name
+from installer.lab.paths import LabPaths
+from installer.lab.ssh import ssh, ssh_argv
+
+GPU_KINDS = (
+    "ecc-dbe", "ecc-sbe-storm", "xid", "thermal", "throttle", "nvlink-crc", "fb-full", "stuck-idle",
+)
+KINDS = (*GPU_KINDS, "node-down")
+FAULTS_FILE = "/var/lib/vigil/gpusim/faults.json"
+NODE_DOWN_FILE = "/run/vigil/lab-node-down"
+#: units node-down stops when they are active: the GPU exporter (simulated or real) and node_exporter
+EXPORTER_UNITS = (
+    "vigil-gpusim.service",
+    "dcgm-exporter.service",
+    "node_exporter.service",
+    "prometheus-node-exporter.service",
+)
+
+
+@dataclass(frozen=True)
+class FaultResult:
+    kind: str
+    host: str
+    gpu: str | None
+    cleared: bool
+    #: the host's active GPU faults after the change, or the units stopped/started for node-down
+    state: str
+
+
+def _faults_source() -> str:
+    """The source of exporters/gpusim/faults.py (importable from a checkout; else beside installer/)."""
+    try:
+        import exporters.gpusim.faults as mod
+
+        path = Path(mod.__file__)
+    except ImportError:
+        import installer
+
+        path = Path(installer.__file__).resolve().parent.parent / "exporters" / "gpusim" / "faults.py"
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise LabError(str(path), f"cannot read the fault editor: {e.strerror or e}") from None
+
+
+def inject(paths: LabPaths, kind: str, host: str, gpu: str | None, *, clear: bool = False,
+           code: int | None = None, rate: float | None = None) -> FaultResult:
+    if kind not in KINDS:
+        raise LabError(kind, f"unknown fault (kinds: {', '.join(KINDS)})")
+    h = host_by_name(host)
+    if not h.gpu_node:
+        raise LabError(host, "faults are injected on GPU nodes only")
+    if kind == "node-down":
+        return _node_down(paths, h.name, h.ip, clear=clear)
+    if gpu is None or not gpu.isdigit() or not 0 <= int(gpu) < GPUS_PER_NODE:
+        raise LabError(f"{host}/{gpu}", f"give a GPU index 0..{GPUS_PER_NODE - 1}")
+    argv = ["python3", "-", "clear" if clear else "set", kind, str(int(gpu)), "--state", FAULTS_FILE]
+    if code is not None and not clear:
+        argv += ["--code", str(int(code))]
+    if rate is not None and not clear:
+        argv += ["--rate", repr(float(rate))]
+    cmd = " ".join(shlex.quote(a) for a in argv)
+    try:
+        cp = subprocess.run(ssh_argv(paths, h.ip, cmd), input=_faults_source(), capture_output=True,
+                            text=True, timeout=60, check=False)
+    except subprocess.TimeoutExpired:
+        raise LabError(host, "timed out writing the fault state") from None
+    if cp.returncode != 0:
+        why = (cp.stderr.strip().splitlines() or [f"exit status {cp.returncode}"])[-1]
+        raise LabError(f"{host}:{FAULTS_FILE}", why)
+    return FaultResult(kind, h.name, str(int(gpu)), clear, cp.stdout.strip())
+
+
+def _node_down(paths: LabPaths, host: str, ip: str, *, clear: bool) -> FaultResult:
+    if clear:
+        script = (
+            f"[ -f {NODE_DOWN_FILE} ] || exit 0; units=$(cat {NODE_DOWN_FILE}); "
+            f'[ -z "$units" ] || systemctl start $units || exit 1; rm -f {NODE_DOWN_FILE}; echo $units'
+        )
+    else:
+        units = " ".join(EXPORTER_UNITS)
+        script = (
+            f"mkdir -p {Path(NODE_DOWN_FILE).parent}; active=''; "
+            f"for u in {units}; do systemctl is-active --quiet $u && active=\"$active $u\"; done; "
+            f"prev=$(cat {NODE_DOWN_FILE} 2>/dev/null); all=$(echo $prev $active | tr ' ' '\\n' | sort -u); "
+            f"echo $all > {NODE_DOWN_FILE}; "
+            f'[ -z "$active" ] || systemctl stop $active || exit 1; echo $all'
+        )
+    cp = ssh(paths, ip, script, timeout=60)
+    if cp.returncode != 0:
+        why = (cp.stderr.strip().splitlines() or [f"exit status {cp.returncode}"])[-1]
+        raise LabError(host, f"node-down{' --clear' if clear else ''}: {why}")
+    return FaultResult("node-down", host, None, clear, cp.stdout.strip())
