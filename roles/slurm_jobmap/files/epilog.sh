@@ -1,0 +1,247 @@
+#!/bin/sh
+# vigil-jobmap epilog (Slurm Epilog, runs as root on the GPU node after the job ends).
+#
+# 1. Remove this job's lines (exact match: job 12 never removes 123) from every job map file in
+#    the job map dir, so a GPU list that differs from the prolog's cannot leave a stale line;
+#    a file left empty is removed.
+# 2. Remove <textfile dir>/slurm_job_<job id>.prom.
+#
+# Changes go to a temporary file in the same directory and are renamed into place under the
+# node-wide lock the prolog takes too. Always exits 0; problems are logged to syslog with the tag
+# vigil-jobmap. Settings as in prolog.sh (/etc/vigil/jobmap.conf, VIGIL_JOBMAP_DIR,
+# VIGIL_TEXTFILE_DIR, VIGIL_JOBMAP_LOCK_TIMEOUT, VIGIL_JOBMAP_LOCK); see docs/jobmap.md.
+
+JM_PHASE=epilog
+
+# ---- vigil-jobmap common: begin (identical in prolog.sh and epilog.sh; a unit test checks) ----
+# Everything here uses shell builtins only, so a job costs few process starts: external commands
+# run only to lock (flock), to rename (mv), to remove (rm) and, on error paths, to log.
+LC_ALL=C
+export LC_ALL
+umask 022
+PATH=${PATH:+$PATH:}/usr/sbin:/usr/bin:/sbin:/bin
+NL='
+'
+set -f
+_jm_lockdir=
+
+# Leave nothing behind and never fail the job: a non-zero prolog drains the node.
+# shellcheck disable=SC2317 # called by the EXIT trap
+_jm_exit() {
+  if [ -n "$_jm_lockdir" ]; then
+    rm -f -- "$_jm_lockdir/pid" 2>/dev/null
+    rmdir -- "$_jm_lockdir" 2>/dev/null
+  fi
+  exit 0
+}
+trap '_jm_exit' EXIT
+trap 'exit 0' HUP INT TERM
+
+# jm_log PRIORITY MESSAGE: one line to syslog (tag vigil-jobmap), or to stderr without logger.
+jm_log() {
+  if command -v logger >/dev/null 2>&1 &&
+    logger -t vigil-jobmap -p "daemon.$1" -- "$JM_PHASE: $2" 2>/dev/null; then
+    return 0
+  fi
+  printf 'vigil-jobmap: %s: %s\n' "$JM_PHASE" "$2" >&2 2>/dev/null
+  return 0
+}
+
+# jm_config: settings from /etc/vigil/jobmap.conf (KEY=value lines, parsed here, never sourced),
+# then the environment, which wins. Returns 1 (after logging) if a setting is unusable.
+jm_config() {
+  _c_dir='' _c_tdir='' _c_timeout='' _c_lock=''
+  _f=${VIGIL_JOBMAP_CONF:-/etc/vigil/jobmap.conf}
+  if [ -f "$_f" ] && [ -r "$_f" ]; then
+    while IFS= read -r _l || [ -n "$_l" ]; do
+      case $_l in '' | '#'* | *[!A-Za-z0-9_]*=* | [!A-Za-z_]*) continue ;; *=*) ;; *) continue ;; esac
+      _k=${_l%%=*}
+      _v=${_l#*=}
+      case $_v in
+        \"*\") _v=${_v#\"} _v=${_v%\"} ;;
+        \'*\') _v=${_v#\'} _v=${_v%\'} ;;
+      esac
+      case $_k in
+        VIGIL_JOBMAP_DIR) _c_dir=$_v ;;
+        VIGIL_TEXTFILE_DIR) _c_tdir=$_v ;;
+        VIGIL_JOBMAP_LOCK_TIMEOUT) _c_timeout=$_v ;;
+        VIGIL_JOBMAP_LOCK) _c_lock=$_v ;;
+      esac
+    done <"$_f" 2>/dev/null
+  fi
+  JM_DIR=${VIGIL_JOBMAP_DIR:-${_c_dir:-/run/vigil/jobmap}}
+  JM_TEXTFILE_DIR=${VIGIL_TEXTFILE_DIR:-${_c_tdir:-/var/lib/vigil/node_exporter/textfile}}
+  JM_LOCK_TIMEOUT=${VIGIL_JOBMAP_LOCK_TIMEOUT:-${_c_timeout:-10}}
+  JM_LOCK=${VIGIL_JOBMAP_LOCK:-${_c_lock:-auto}}
+  for _d in "$JM_DIR" "$JM_TEXTFILE_DIR"; do
+    case $_d in
+      *"$NL"* | */../* | */.. | */./* | */.) ;;
+      /*) continue ;;
+    esac
+    jm_log err "the job map dir and the textfile dir must be absolute paths without . or .. (check /etc/vigil/jobmap.conf and VIGIL_JOBMAP_DIR/VIGIL_TEXTFILE_DIR); nothing written"
+    return 1
+  done
+  case $JM_LOCK_TIMEOUT in '' | *[!0-9]* | ?????*) JM_LOCK_TIMEOUT=10 ;; esac
+  case $JM_LOCK in flock | mkdir) ;; *) JM_LOCK=auto ;; esac
+  return 0
+}
+
+# jm_jobid: JM_JOB from SLURM_JOB_ID (a Slurm job id is a 32-bit number; array and het jobs too).
+jm_jobid() {
+  JM_JOB=${SLURM_JOB_ID:-${SLURM_JOBID:-}}
+  case $JM_JOB in
+    '' | *[!0-9]* | 0* | ???????????*) return 1 ;;
+  esac
+  return 0
+}
+
+# jm_lock: take the node-wide lock of the job map dir (flock, or a mkdir lock where flock is
+# missing), waiting at most JM_LOCK_TIMEOUT seconds. The lock goes with the process.
+jm_lock() {
+  if [ "$JM_LOCK" != mkdir ] && command -v flock >/dev/null 2>&1; then
+    if { command exec 9>>"$JM_DIR/.lock"; } 2>/dev/null; then
+      flock -w "$JM_LOCK_TIMEOUT" 9 2>/dev/null && return 0
+      jm_log err "job $JM_JOB: $JM_DIR/.lock still held after ${JM_LOCK_TIMEOUT}s; job map not changed"
+    else
+      jm_log err "job $JM_JOB: cannot write $JM_DIR (read-only?); job map not changed"
+    fi
+    return 1
+  fi
+  _ld=$JM_DIR/.lock.d
+  _tries=0 _nopid=0
+  _max=$((JM_LOCK_TIMEOUT * 20))
+  until mkdir -- "$_ld" 2>/dev/null; do
+    if [ ! -d "$_ld" ]; then
+      jm_log err "job $JM_JOB: cannot write $JM_DIR (read-only?); job map not changed"
+      return 1
+    fi
+    _pid=
+    { read -r _pid <"$_ld/pid"; } 2>/dev/null
+    case $_pid in
+      '' | *[!0-9]*)
+        # a holder between mkdir and writing its pid, or one that died right there
+        _nopid=$((_nopid + 1))
+        [ "$_nopid" -lt 40 ] || _jm_break "$_ld" ""
+        ;;
+      *) kill -0 "$_pid" 2>/dev/null || _jm_break "$_ld" "$_pid" ;;
+    esac
+    _tries=$((_tries + 1))
+    if [ "$_tries" -gt "$_max" ]; then
+      jm_log err "job $JM_JOB: $_ld still held after ${JM_LOCK_TIMEOUT}s; job map not changed"
+      return 1
+    fi
+    sleep 0.05 2>/dev/null || sleep 1
+  done
+  _jm_lockdir=$_ld
+  printf '%s\n' "$$" >"$_ld/pid" 2>/dev/null
+  return 0
+}
+
+# _jm_break LOCKDIR PID: remove a lock left by a dead holder. Breakers take turns through
+# LOCKDIR.break and re-read the pid inside it, so a lock taken meanwhile is never broken.
+_jm_break() {
+  mkdir -- "$1.break" 2>/dev/null || {
+    _bpid=
+    { read -r _bpid <"$1.break/pid"; } 2>/dev/null
+    case $_bpid in '' | *[!0-9]*) return 0 ;; esac
+    kill -0 "$_bpid" 2>/dev/null && return 0
+    rm -rf -- "$1.break" 2>/dev/null
+    return 0
+  }
+  printf '%s\n' "$$" >"$1.break/pid" 2>/dev/null
+  _now=
+  { read -r _now <"$1/pid"; } 2>/dev/null
+  if [ "$_now" = "$2" ]; then
+    rm -f -- "$1/pid" 2>/dev/null
+    rmdir -- "$1" 2>/dev/null
+    jm_log warning "job $JM_JOB: removed a stale lock $1 left by process ${2:-(unknown)}"
+  fi
+  rm -rf -- "$1.break" 2>/dev/null
+  return 0
+}
+
+# jm_textfile_path: JM_TEXTFILE, this job's node_exporter textfile.
+jm_textfile_path() {
+  JM_TEXTFILE=$JM_TEXTFILE_DIR/slurm_job_$JM_JOB.prom
+}
+# ---- vigil-jobmap common: end ----
+
+# jm_map_remove: drop JM_JOB's lines from every GPU file of the job map (under the lock); files
+# left empty, and the textfile, go in one rm.
+jm_map_remove() {
+  _stage=$JM_DIR/.stage
+  _mv='' _rm=''
+  set +f
+  for _f in "$JM_DIR"/*; do
+    _g=${_f##*/}
+    case $_g in '' | *[!0-9.]*) continue ;; esac
+    [ -f "$_f" ] || continue
+    _c='' _hit=''
+    while IFS= read -r _l || [ -n "$_l" ]; do
+      case $_l in
+        '') continue ;;
+        "$JM_JOB") _hit=1 && continue ;;
+      esac
+      _c=$_c$_l$NL
+    done <"$_f" 2>/dev/null
+    [ -n "$_hit" ] || continue
+    if [ -z "$_c" ]; then
+      _rm="$_rm $_g"
+      continue
+    fi
+    if [ ! -d "$_stage" ] && ! mkdir -m 0755 -- "$_stage" 2>/dev/null; then
+      jm_log err "job $JM_JOB: cannot write $JM_DIR (read-only or full?); its lines stay in GPUs$_mv$_rm $_g"
+      set -f
+      return 1
+    fi
+    if ! printf '%s' "$_c" 2>/dev/null >"$_stage/$_g"; then
+      rm -f -- "$_stage/$_g" 2>/dev/null
+      jm_log err "job $JM_JOB: cannot write $_stage (full or read-only?); its line stays in GPU $_g"
+      continue
+    fi
+    _mv="$_mv $_g"
+  done
+  set -f
+  if [ -n "$_mv" ]; then
+    set --
+    for _g in $_mv; do set -- "$@" "$_stage/$_g"; done
+    if ! mv -f -- "$@" "$JM_DIR/" 2>/dev/null; then
+      rm -f -- "$@" 2>/dev/null
+      jm_log err "job $JM_JOB: cannot rename into $JM_DIR; its lines may stay in GPUs$_mv"
+    fi
+  fi
+  set --
+  for _g in $_rm; do set -- "$@" "$JM_DIR/$_g"; done
+  [ -e "$JM_TEXTFILE" ] && set -- "$@" "$JM_TEXTFILE"
+  if [ $# -gt 0 ] && ! rm -f -- "$@" 2>/dev/null; then
+    jm_log err "job $JM_JOB: cannot remove its files from $JM_DIR or $JM_TEXTFILE_DIR (read-only?)"
+  fi
+  _jm_textfile_done=1
+  return 0
+}
+
+# jm_textfile_remove: this job's textfile, where the job map was not touched.
+jm_textfile_remove() {
+  [ -z "${_jm_textfile_done:-}" ] || return 0
+  [ -e "$JM_TEXTFILE" ] || return 0
+  rm -f -- "$JM_TEXTFILE" 2>/dev/null && return 0
+  jm_log err "job $JM_JOB: cannot remove $JM_TEXTFILE (read-only?)"
+  return 1
+}
+
+# 1 settings and job id: without a job id nothing is removed
+jm_config || exit 0
+if ! jm_jobid; then
+  jm_log err "SLURM_JOB_ID is missing or not a job id; nothing removed"
+  exit 0
+fi
+jm_textfile_path
+
+# 2 the job map (all of it: the epilog's GPU list is not trusted to match the prolog's)
+if [ -d "$JM_DIR" ] && jm_lock; then
+  jm_map_remove
+fi
+
+# 3 the job's textfile
+jm_textfile_remove
+exit 0

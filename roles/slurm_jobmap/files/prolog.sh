@@ -1,0 +1,401 @@
+#!/bin/sh
+# vigil-jobmap prolog (Slurm Prolog, runs as root on the GPU node before the job starts).
+#
+# 1. For each GPU of the job (SLURM_JOB_GPUS, e.g. "0,1" or "0-3"; else CUDA_VISIBLE_DEVICES;
+#    MIG instances as "N.M"), add the job id as one line to <job map dir>/<GPU>: the format
+#    dcgm-exporter reads with --hpc-job-mapping-dir (several jobs sharing a GPU: several lines).
+# 2. Write <textfile dir>/slurm_job_<job id>.prom with
+#    slurm_job_info{hpc_job,user,account,partition,node} 1 for node_exporter's textfile collector.
+#
+# Every write goes to a temporary file in the same directory and is renamed into place, with the
+# job map changed under a node-wide lock. Always exits 0 (a failing prolog drains the node);
+# problems are logged to syslog with the tag vigil-jobmap.
+#
+# Settings: /etc/vigil/jobmap.conf (KEY=value, parsed, not sourced; VIGIL_JOBMAP_CONF names
+# another file), overridden by the environment: VIGIL_JOBMAP_DIR (default /run/vigil/jobmap),
+# VIGIL_TEXTFILE_DIR (default /var/lib/vigil/node_exporter/textfile), VIGIL_JOBMAP_LOCK_TIMEOUT
+# (seconds, default 10), VIGIL_JOBMAP_LOCK (auto | flock | mkdir). Installed by the vigil role
+# slurm_jobmap; see docs/jobmap.md.
+
+JM_PHASE=prolog
+
+# ---- vigil-jobmap common: begin (identical in prolog.sh and epilog.sh; a unit test checks) ----
+# Everything here uses shell builtins only, so a job costs few process starts: external commands
+# run only to lock (flock), to rename (mv), to remove (rm) and, on error paths, to log.
+LC_ALL=C
+export LC_ALL
+umask 022
+PATH=${PATH:+$PATH:}/usr/sbin:/usr/bin:/sbin:/bin
+NL='
+'
+set -f
+_jm_lockdir=
+
+# Leave nothing behind and never fail the job: a non-zero prolog drains the node.
+# shellcheck disable=SC2317 # called by the EXIT trap
+_jm_exit() {
+  if [ -n "$_jm_lockdir" ]; then
+    rm -f -- "$_jm_lockdir/pid" 2>/dev/null
+    rmdir -- "$_jm_lockdir" 2>/dev/null
+  fi
+  exit 0
+}
+trap '_jm_exit' EXIT
+trap 'exit 0' HUP INT TERM
+
+# jm_log PRIORITY MESSAGE: one line to syslog (tag vigil-jobmap), or to stderr without logger.
+jm_log() {
+  if command -v logger >/dev/null 2>&1 &&
+    logger -t vigil-jobmap -p "daemon.$1" -- "$JM_PHASE: $2" 2>/dev/null; then
+    return 0
+  fi
+  printf 'vigil-jobmap: %s: %s\n' "$JM_PHASE" "$2" >&2 2>/dev/null
+  return 0
+}
+
+# jm_config: settings from /etc/vigil/jobmap.conf (KEY=value lines, parsed here, never sourced),
+# then the environment, which wins. Returns 1 (after logging) if a setting is unusable.
+jm_config() {
+  _c_dir='' _c_tdir='' _c_timeout='' _c_lock=''
+  _f=${VIGIL_JOBMAP_CONF:-/etc/vigil/jobmap.conf}
+  if [ -f "$_f" ] && [ -r "$_f" ]; then
+    while IFS= read -r _l || [ -n "$_l" ]; do
+      case $_l in '' | '#'* | *[!A-Za-z0-9_]*=* | [!A-Za-z_]*) continue ;; *=*) ;; *) continue ;; esac
+      _k=${_l%%=*}
+      _v=${_l#*=}
+      case $_v in
+        \"*\") _v=${_v#\"} _v=${_v%\"} ;;
+        \'*\') _v=${_v#\'} _v=${_v%\'} ;;
+      esac
+      case $_k in
+        VIGIL_JOBMAP_DIR) _c_dir=$_v ;;
+        VIGIL_TEXTFILE_DIR) _c_tdir=$_v ;;
+        VIGIL_JOBMAP_LOCK_TIMEOUT) _c_timeout=$_v ;;
+        VIGIL_JOBMAP_LOCK) _c_lock=$_v ;;
+      esac
+    done <"$_f" 2>/dev/null
+  fi
+  JM_DIR=${VIGIL_JOBMAP_DIR:-${_c_dir:-/run/vigil/jobmap}}
+  JM_TEXTFILE_DIR=${VIGIL_TEXTFILE_DIR:-${_c_tdir:-/var/lib/vigil/node_exporter/textfile}}
+  JM_LOCK_TIMEOUT=${VIGIL_JOBMAP_LOCK_TIMEOUT:-${_c_timeout:-10}}
+  JM_LOCK=${VIGIL_JOBMAP_LOCK:-${_c_lock:-auto}}
+  for _d in "$JM_DIR" "$JM_TEXTFILE_DIR"; do
+    case $_d in
+      *"$NL"* | */../* | */.. | */./* | */.) ;;
+      /*) continue ;;
+    esac
+    jm_log err "the job map dir and the textfile dir must be absolute paths without . or .. (check /etc/vigil/jobmap.conf and VIGIL_JOBMAP_DIR/VIGIL_TEXTFILE_DIR); nothing written"
+    return 1
+  done
+  case $JM_LOCK_TIMEOUT in '' | *[!0-9]* | ?????*) JM_LOCK_TIMEOUT=10 ;; esac
+  case $JM_LOCK in flock | mkdir) ;; *) JM_LOCK=auto ;; esac
+  return 0
+}
+
+# jm_jobid: JM_JOB from SLURM_JOB_ID (a Slurm job id is a 32-bit number; array and het jobs too).
+jm_jobid() {
+  JM_JOB=${SLURM_JOB_ID:-${SLURM_JOBID:-}}
+  case $JM_JOB in
+    '' | *[!0-9]* | 0* | ???????????*) return 1 ;;
+  esac
+  return 0
+}
+
+# jm_lock: take the node-wide lock of the job map dir (flock, or a mkdir lock where flock is
+# missing), waiting at most JM_LOCK_TIMEOUT seconds. The lock goes with the process.
+jm_lock() {
+  if [ "$JM_LOCK" != mkdir ] && command -v flock >/dev/null 2>&1; then
+    if { command exec 9>>"$JM_DIR/.lock"; } 2>/dev/null; then
+      flock -w "$JM_LOCK_TIMEOUT" 9 2>/dev/null && return 0
+      jm_log err "job $JM_JOB: $JM_DIR/.lock still held after ${JM_LOCK_TIMEOUT}s; job map not changed"
+    else
+      jm_log err "job $JM_JOB: cannot write $JM_DIR (read-only?); job map not changed"
+    fi
+    return 1
+  fi
+  _ld=$JM_DIR/.lock.d
+  _tries=0 _nopid=0
+  _max=$((JM_LOCK_TIMEOUT * 20))
+  until mkdir -- "$_ld" 2>/dev/null; do
+    if [ ! -d "$_ld" ]; then
+      jm_log err "job $JM_JOB: cannot write $JM_DIR (read-only?); job map not changed"
+      return 1
+    fi
+    _pid=
+    { read -r _pid <"$_ld/pid"; } 2>/dev/null
+    case $_pid in
+      '' | *[!0-9]*)
+        # a holder between mkdir and writing its pid, or one that died right there
+        _nopid=$((_nopid + 1))
+        [ "$_nopid" -lt 40 ] || _jm_break "$_ld" ""
+        ;;
+      *) kill -0 "$_pid" 2>/dev/null || _jm_break "$_ld" "$_pid" ;;
+    esac
+    _tries=$((_tries + 1))
+    if [ "$_tries" -gt "$_max" ]; then
+      jm_log err "job $JM_JOB: $_ld still held after ${JM_LOCK_TIMEOUT}s; job map not changed"
+      return 1
+    fi
+    sleep 0.05 2>/dev/null || sleep 1
+  done
+  _jm_lockdir=$_ld
+  printf '%s\n' "$$" >"$_ld/pid" 2>/dev/null
+  return 0
+}
+
+# _jm_break LOCKDIR PID: remove a lock left by a dead holder. Breakers take turns through
+# LOCKDIR.break and re-read the pid inside it, so a lock taken meanwhile is never broken.
+_jm_break() {
+  mkdir -- "$1.break" 2>/dev/null || {
+    _bpid=
+    { read -r _bpid <"$1.break/pid"; } 2>/dev/null
+    case $_bpid in '' | *[!0-9]*) return 0 ;; esac
+    kill -0 "$_bpid" 2>/dev/null && return 0
+    rm -rf -- "$1.break" 2>/dev/null
+    return 0
+  }
+  printf '%s\n' "$$" >"$1.break/pid" 2>/dev/null
+  _now=
+  { read -r _now <"$1/pid"; } 2>/dev/null
+  if [ "$_now" = "$2" ]; then
+    rm -f -- "$1/pid" 2>/dev/null
+    rmdir -- "$1" 2>/dev/null
+    jm_log warning "job $JM_JOB: removed a stale lock $1 left by process ${2:-(unknown)}"
+  fi
+  rm -rf -- "$1.break" 2>/dev/null
+  return 0
+}
+
+# jm_textfile_path: JM_TEXTFILE, this job's node_exporter textfile.
+jm_textfile_path() {
+  JM_TEXTFILE=$JM_TEXTFILE_DIR/slurm_job_$JM_JOB.prom
+}
+# ---- vigil-jobmap common: end ----
+
+# jm_dir DIR: make sure DIR exists (created 0755 if missing).
+jm_dir() {
+  [ -d "$1" ] && return 0
+  # shellcheck disable=SC2174 # parents get 0755 from the umask as well
+  if mkdir -p -m 0755 -- "$1" 2>/dev/null; then
+    jm_log notice "job $JM_JOB: created the missing directory $1"
+    return 0
+  fi
+  jm_log err "job $JM_JOB: $1 is missing and cannot be created; nothing written there"
+  return 1
+}
+
+# jm_gpus: JM_GPUS, the job's GPUs as job map file names ("0", "3", MIG "1.2"), from
+# SLURM_JOB_GPUS (e.g. "0,1" or "0-3"), else CUDA_VISIBLE_DEVICES. Returns 1 if the list is not
+# made of GPU indices (JM_GPUS then empty); JM_GPUS_FROM names the variable used.
+jm_gpus() {
+  JM_GPUS='' JM_GPUS_FROM=SLURM_JOB_GPUS
+  _src=${SLURM_JOB_GPUS:-}
+  if [ -z "$_src" ]; then
+    JM_GPUS_FROM=CUDA_VISIBLE_DEVICES
+    _src=${CUDA_VISIBLE_DEVICES:-}
+  fi
+  case $_src in NoDevFiles) return 0 ;; *[!0-9.,\ -]*) return 1 ;; esac
+  [ "${#_src}" -le 4096 ] || return 1
+  _n=0
+  _ifs=$IFS
+  IFS=,
+  for _t in $_src; do
+    IFS=$_ifs
+    _t=${_t#"${_t%%[! ]*}"}
+    _t=${_t%"${_t##*[! ]}"}
+    case $_t in
+      '') continue ;;
+      *[!0-9]*-* | *-*[!0-9]* | *.*.* | *.*-* | *-*.* | .* | *. | -* | *-) JM_GPUS=''; return 1 ;;
+      *-*)
+        _jm_num "${_t%-*}" || { JM_GPUS=''; return 1; }
+        _a=$_jm_n
+        _jm_num "${_t#*-}" || { JM_GPUS=''; return 1; }
+        _b=$_jm_n
+        if [ "$_a" -gt "$_b" ] || [ $((_b - _a)) -ge 1024 ]; then JM_GPUS=''; return 1; fi
+        while [ "$_a" -le "$_b" ]; do
+          _jm_add "$_a" || return 1
+          _a=$((_a + 1))
+        done
+        ;;
+      *.*)
+        _jm_num "${_t%.*}" || { JM_GPUS=''; return 1; }
+        _a=$_jm_n
+        _jm_num "${_t#*.}" || { JM_GPUS=''; return 1; }
+        _jm_add "$_a.$_jm_n" || return 1
+        ;;
+      *)
+        _jm_num "$_t" || { JM_GPUS=''; return 1; }
+        _jm_add "$_jm_n" || return 1
+        ;;
+    esac
+  done
+  IFS=$_ifs
+  return 0
+}
+
+# _jm_num DIGITS: _jm_n, DIGITS without leading zeros (at most 4 digits: GPU and MIG indices).
+_jm_num() {
+  case $1 in '' | *[!0-9]* | ?????*) return 1 ;; esac
+  _jm_n=$1
+  while :; do
+    case $_jm_n in 0?*) _jm_n=${_jm_n#0} ;; *) break ;; esac
+  done
+  return 0
+}
+
+# _jm_add NAME: append NAME to JM_GPUS once (at most 1024 GPUs a job on one node).
+_jm_add() {
+  case " $JM_GPUS " in *" $1 "*) return 0 ;; esac
+  _n=$((_n + 1))
+  if [ "$_n" -gt 1024 ]; then
+    JM_GPUS=''
+    return 1
+  fi
+  JM_GPUS=${JM_GPUS:+$JM_GPUS }$1
+  return 0
+}
+
+# Label values are cut to this many bytes before escaping (a Slurm user or account is far shorter).
+_JM_LABEL_MAX=256
+_jm_q='????????????????'
+_JM_CUT="$_jm_q$_jm_q$_jm_q$_jm_q$_jm_q$_jm_q$_jm_q$_jm_q$_jm_q$_jm_q$_jm_q$_jm_q$_jm_q$_jm_q$_jm_q$_jm_q"
+
+# _jm_subst STRING FIND REPLACE: _jm_s, STRING with every FIND (literal) replaced.
+_jm_subst() {
+  _s=$1 _jm_s=''
+  while :; do
+    case $_s in *"$2"*) ;; *) break ;; esac
+    _jm_s=$_jm_s${_s%%"$2"*}$3
+    _s=${_s#*"$2"}
+  done
+  _jm_s=$_jm_s$_s
+}
+
+# jm_label VALUE: _jm_lv, VALUE as a Prometheus label value: at most _JM_LABEL_MAX bytes, valid
+# UTF-8 (invalid bytes dropped), with backslash, double quote and line feed escaped.
+jm_label() {
+  _jm_lv=$1
+  if [ "${#_jm_lv}" -gt "$_JM_LABEL_MAX" ]; then
+    # shellcheck disable=SC2295 # _JM_CUT is a pattern of ? on purpose
+    _jm_lv=${_jm_lv%"${_jm_lv#$_JM_CUT}"}
+  fi
+  case $_jm_lv in
+    *[!\ -~]*)
+      # not plain printable ASCII: keep valid UTF-8 only (the _ keeps trailing line feeds)
+      if command -v iconv >/dev/null 2>&1; then
+        _jm_lv=$(printf '%s_' "$_jm_lv" | iconv -c -f UTF-8 -t UTF-8 2>/dev/null)
+        _jm_lv=${_jm_lv%_}
+      else
+        _jm_ascii "$_jm_lv"
+      fi
+      ;;
+  esac
+  case $_jm_lv in
+    *\\* | *\"* | *"$NL"*)
+      # shellcheck disable=SC1003 # a lone backslash, not an escaped quote
+      _jm_subst "$_jm_lv" '\' '\\'
+      _jm_subst "$_jm_s" '"' '\"'
+      _jm_subst "$_jm_s" "$NL" '\n'
+      _jm_lv=$_jm_s
+      ;;
+  esac
+}
+
+# _jm_ascii VALUE: _jm_lv, VALUE with every byte outside tab, line feed and printable ASCII as "?"
+# (only where iconv is missing).
+_jm_ascii() {
+  _s=$1 _jm_lv=''
+  while [ -n "$_s" ]; do
+    _r=${_s#?}
+    _c=${_s%"$_r"}
+    case $_c in
+      [\ -~] | "$NL" | '	') _jm_lv=$_jm_lv$_c ;;
+      *) _jm_lv="$_jm_lv?" ;;
+    esac
+    _s=$_r
+  done
+}
+
+# jm_map_add: add JM_JOB to the job map file of each GPU in JM_GPUS (under the lock).
+jm_map_add() {
+  _stage=$JM_DIR/.stage
+  if [ ! -d "$_stage" ] && ! mkdir -m 0755 -- "$_stage" 2>/dev/null; then
+    jm_log err "job $JM_JOB: cannot write $JM_DIR (read-only or full?); job map not changed"
+    return 1
+  fi
+  set --
+  for _g in $JM_GPUS; do
+    _c='' _have=''
+    if [ -f "$JM_DIR/$_g" ]; then
+      while IFS= read -r _l || [ -n "$_l" ]; do
+        case $_l in
+          '') continue ;;
+          "$JM_JOB") _have=1 ;;
+        esac
+        _c=$_c$_l$NL
+      done <"$JM_DIR/$_g" 2>/dev/null
+    fi
+    [ -z "$_have" ] || continue
+    if ! printf '%s%s\n' "$_c" "$JM_JOB" 2>/dev/null >"$_stage/$_g"; then
+      [ $# -eq 0 ] || rm -f -- "$@" 2>/dev/null
+      rm -f -- "$_stage/$_g" 2>/dev/null
+      jm_log err "job $JM_JOB: cannot write $_stage (full or read-only?); job map not changed"
+      return 1
+    fi
+    set -- "$@" "$_stage/$_g"
+  done
+  [ $# -gt 0 ] || return 0
+  if ! mv -f -- "$@" "$JM_DIR/" 2>/dev/null; then
+    rm -f -- "$@" 2>/dev/null
+    jm_log err "job $JM_JOB: cannot rename into $JM_DIR; job map may lack GPUs $JM_GPUS"
+    return 1
+  fi
+  return 0
+}
+
+# jm_textfile_write: this job's slurm_job_info textfile, written whole then renamed.
+jm_textfile_write() {
+  jm_dir "$JM_TEXTFILE_DIR" || return 1
+  jm_label "${SLURM_JOB_USER:-}"
+  _u=$_jm_lv
+  jm_label "${SLURM_JOB_ACCOUNT:-}"
+  _a=$_jm_lv
+  jm_label "${SLURM_JOB_PARTITION:-}"
+  _p=$_jm_lv
+  _node=${SLURMD_NODENAME:-}
+  if [ -z "$_node" ]; then
+    { read -r _node </proc/sys/kernel/hostname; } 2>/dev/null || _node=
+  fi
+  jm_label "$_node"
+  _tmp=$JM_TEXTFILE_DIR/.slurm_job_$JM_JOB.prom.tmp.$$
+  if printf '%s\n%s\n%s{hpc_job="%s",user="%s",account="%s",partition="%s",node="%s"} 1\n' \
+    '# HELP slurm_job_info Slurm job on this node (vigil prolog); the value is always 1.' \
+    '# TYPE slurm_job_info gauge' slurm_job_info "$JM_JOB" "$_u" "$_a" "$_p" "$_jm_lv" \
+    2>/dev/null >"$_tmp" && mv -f -- "$_tmp" "$JM_TEXTFILE" 2>/dev/null; then
+    return 0
+  fi
+  rm -f -- "$_tmp" 2>/dev/null
+  jm_log err "job $JM_JOB: cannot write $JM_TEXTFILE (full or read-only?)"
+  return 1
+}
+
+# 1 settings and job id: without a job id nothing is written
+jm_config || exit 0
+if ! jm_jobid; then
+  jm_log err "SLURM_JOB_ID is missing or not a job id; nothing written"
+  exit 0
+fi
+jm_textfile_path
+
+# 2 the job map: only GPUs named by index; anything else in the list is logged, never written
+if ! jm_gpus; then
+  jm_log warning "job $JM_JOB: $JM_GPUS_FROM is not a list of GPU indices; no GPU mapped"
+elif [ -z "$JM_GPUS" ]; then
+  jm_log info "job $JM_JOB: no GPUs (SLURM_JOB_GPUS and CUDA_VISIBLE_DEVICES empty); no GPU mapped"
+elif jm_dir "$JM_DIR" && jm_lock; then
+  jm_map_add
+fi
+
+# 3 the job's info for node_exporter
+jm_textfile_write
+exit 0

@@ -1,0 +1,157 @@
+"""Render the roles' templates with Ansible's own templating, without any target host.
+
+A throwaway playbook runs on the controller (`connection: local`) against a sample inventory
+(a monitoring host, a Slurm controller, two GPU nodes, a login node) with every role's
+defaults and vars loaded, and writes each template into a directory with the `template`
+module: the same engine, filters (`comment`, `to_nice_yaml`, …) and `ansible_managed` a deploy
+uses. The rendered text comes back keyed by a short name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[3]
+ROLES = REPO / "roles"
+BIN = Path(sys.executable).parent
+ROLE_NAMES = ("_common", "common", "node_exporter", "victoriametrics", "vmalert", "alertmanager", "grafana")
+
+# Sample of the contract's `vigil_artifacts` (see installer/deploy/artifacts.py): the debian channel.
+DEBIAN_ARTIFACTS = {
+    "bin/victoria-metrics": ("victoria-metrics", "1.79.5+ds1-2+b5"),
+    "bin/vmalert": ("victoria-metrics", "1.79.5+ds1-2+b5"),
+    "bin/alertmanager": ("prometheus-alertmanager", "0.25.0-1+b4"),
+    "bin/amtool": ("prometheus-alertmanager", "0.25.0-1+b4"),
+    "bin/node_exporter": ("prometheus-node-exporter", "1.5.0-1+b6"),
+}
+
+SAMPLE_INVENTORY: dict[str, Any] = {
+    "all": {
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
+        "children": {
+            "monitoring": {"hosts": {"mon01": {"ansible_host": "198.18.0.10"}}},
+            "slurm_controller": {"hosts": {"ctl01": {"ansible_host": "198.18.0.11", "slurm_exporter_enabled": True}}},
+            "gpu_nodes": {
+                "hosts": {"gpu01": {"ansible_host": "198.18.0.21"}, "gpu02": {"ansible_host": "198.18.0.22"}},
+                "vars": {"dcgm_exporter_enabled": True},
+            },
+            "login": {"hosts": {"login01": {"node_exporter_port": 9101}}},
+        },
+    }
+}
+
+# name -> (role, template, vars for the `_common` unit template or {})
+TEMPLATES: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "scrape.yml": ("victoriametrics", "scrape.yml.j2", {}),
+    "alertmanager.yml": ("alertmanager", "alertmanager.yml.j2", {}),
+    "grafana.ini": ("grafana", "grafana.ini.j2", {}),
+    "datasources.yaml": ("grafana", "datasources.yaml.j2", {}),
+    "dashboards.yaml": ("grafana", "dashboards.yaml.j2", {}),
+}
+UNITS = {
+    "victoriametrics": ("_victoriametrics_exec_start", "victoriametrics_data_dir", True),
+    "vmalert": ("_vmalert_exec_start", "vmalert_data_dir", True),
+    "alertmanager": ("_alertmanager_exec_start", "alertmanager_data_dir", True),
+    "node_exporter": ("_node_exporter_exec_start", "node_exporter_data_dir", False),
+    "grafana": ("_grafana_exec_start", "grafana_data_dir", False),
+}
+
+
+def contract_vars(store: Path, artifacts: dict[str, tuple[str, str]] | None = None) -> dict[str, Any]:
+    """The extra vars `vigil deploy` passes, for a store rooted at ``store`` (VIGIL_HOME)."""
+    files = store / "bundles" / "1" / "files"
+    arts = artifacts if artifacts is not None else DEBIAN_ARTIFACTS
+    return {
+        "vigil_bundle_version": 1,
+        "vigil_bundle_dir": str(files),
+        "vigil_artifacts": {
+            key: {"src": str(files / "components" / comp / key), "component": comp, "version": ver,
+                  "sha256": "0" * 64, "mode": "0755"}
+            for key, (comp, ver) in arts.items()
+        },
+    }
+
+
+def _vars_files() -> list[str]:
+    out = []
+    for role in ROLE_NAMES:
+        for kind in ("defaults", "vars"):
+            p = ROLES / role / kind / "main.yml"
+            if p.is_file() and yaml.safe_load(p.read_text()):
+                out.append(str(p))
+    return out
+
+
+def ansible_env(tmp: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "ANSIBLE_ROLES_PATH": str(ROLES),
+        "ANSIBLE_LOCAL_TEMP": str(tmp / "ansible-tmp"),
+        "ANSIBLE_HOME": str(tmp / "ansible-home"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_RETRY_FILES_ENABLED": "0",
+        "ANSIBLE_LOCALHOST_WARNING": "0",
+        "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0",
+    }
+
+
+def render(tmp: Path, *, extra_vars: dict[str, Any] | None = None, host: str = "mon01",
+           inventory: dict[str, Any] | None = None) -> dict[str, str]:
+    """Render every template of the roles; returns {name: text}."""
+    out = tmp / "rendered"
+    out.mkdir(parents=True, exist_ok=True)
+    tasks: list[dict[str, Any]] = []
+    for name, (role, src, _) in TEMPLATES.items():
+        tasks.append({"name": f"Render {name}",
+                      "ansible.builtin.template": {"src": str(ROLES / role / "templates" / src),
+                                                   "dest": str(out / name), "mode": "0644"}})
+    for role, (exec_var, data_var, reload) in UNITS.items():
+        tasks.append({
+            "name": f"Render the unit of {role}",
+            "ansible.builtin.template": {"src": str(ROLES / "_common" / "templates" / "service.j2"),
+                                         "dest": str(out / f"{role}.service"), "mode": "0644"},
+            "vars": {
+                "_common_service": f"{{{{ {role}_service_name }}}}",
+                "_common_system_user": f"{{{{ {role}_system_user }}}}",
+                "_common_system_group": f"{{{{ {role}_system_user }}}}",
+                "_common_unit_description": f"vigil {role}",
+                "_common_unit_exec_start": f"{{{{ {exec_var} }}}}",
+                "_common_unit_reload": reload,
+                "_common_unit_read_write_paths": [f"{{{{ {data_var} }}}}"],
+            },
+        })
+    play = [{"name": "Render the roles' templates", "hosts": host, "gather_facts": False,
+             "vars_files": _vars_files(), "tasks": tasks}]
+    (tmp / "render.yml").write_text(yaml.safe_dump(play, sort_keys=False))
+    (tmp / "inventory.yml").write_text(yaml.safe_dump(inventory or SAMPLE_INVENTORY, sort_keys=False))
+    ev = contract_vars(tmp / "home")
+    ev.update(extra_vars or {})
+    (tmp / "extra.json").write_text(json.dumps(ev))
+    res = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(tmp / "inventory.yml"), str(tmp / "render.yml"),
+                          "-e", f"@{tmp / 'extra.json'}"], capture_output=True, text=True, env=ansible_env(tmp),
+                         cwd=str(tmp))
+    if res.returncode != 0:
+        raise AssertionError(f"rendering failed ({res.returncode}):\n{res.stdout[-6000:]}\n{res.stderr[-3000:]}")
+    return {p.name: p.read_text() for p in sorted(out.iterdir())}
+
+
+def run_tasks(tmp: Path, tasks: list[dict[str, Any]], *, extra_vars: dict[str, Any] | None = None,
+              host: str = "mon01") -> subprocess.CompletedProcess[str]:
+    """Run ``tasks`` on the controller against the sample inventory (for preflight checks)."""
+    play = [{"name": "Run role tasks on the controller", "hosts": host, "gather_facts": False, "tasks": tasks}]
+    (tmp / "tasks.yml").write_text(yaml.safe_dump(play, sort_keys=False))
+    (tmp / "inventory.yml").write_text(yaml.safe_dump(SAMPLE_INVENTORY, sort_keys=False))
+    ev = contract_vars(tmp / "home")
+    ev.update(extra_vars or {})
+    (tmp / "extra.json").write_text(json.dumps(ev))
+    return subprocess.run([str(BIN / "ansible-playbook"), "-i", str(tmp / "inventory.yml"), str(tmp / "tasks.yml"),
+                           "-e", f"@{tmp / 'extra.json'}"], capture_output=True, text=True, env=ansible_env(tmp),
+                          cwd=str(tmp))
