@@ -104,16 +104,20 @@ def ansible_env(tmp: Path) -> dict[str, str]:
 
 
 def render(tmp: Path, *, extra_vars: dict[str, Any] | None = None, host: str = "mon01",
-           inventory: dict[str, Any] | None = None) -> dict[str, str]:
-    """Render every template of the roles; returns {name: text}."""
+           inventory: dict[str, Any] | None = None, only: tuple[str, ...] = ()) -> dict[str, str]:
+    """Render every template of the roles (or those named in ``only``); returns {name: text}."""
     out = tmp / "rendered"
     out.mkdir(parents=True, exist_ok=True)
     tasks: list[dict[str, Any]] = []
     for name, (role, src, _) in TEMPLATES.items():
+        if only and name not in only:
+            continue
         tasks.append({"name": f"Render {name}",
                       "ansible.builtin.template": {"src": str(ROLES / role / "templates" / src),
                                                    "dest": str(out / name), "mode": "0644"}})
     for role, (exec_var, data_var, reload) in UNITS.items():
+        if only and f"{role}.service" not in only:
+            continue
         tasks.append({
             "name": f"Render the unit of {role}",
             "ansible.builtin.template": {"src": str(ROLES / "_common" / "templates" / "service.j2"),

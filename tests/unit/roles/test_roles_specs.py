@@ -1,0 +1,128 @@
+"""Each role's public variables: defaults/main.yml and meta/argument_specs.yml agree both ways.
+
+Plus the house-style structure every role keeps: phases wired by tasks/main.yml with their tags,
+prefixed names, "Restart <service>" handlers that reload systemd, templates that say they are managed.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROLES = Path(__file__).resolve().parents[3] / "roles"
+PUBLIC = ["common", "node_exporter", "victoriametrics", "vmalert", "alertmanager", "grafana"]
+SERVICES = ["node_exporter", "victoriametrics", "vmalert", "alertmanager", "grafana"]
+TYPES = {bool: "bool", int: "int", str: "str", list: "list", dict: "dict"}
+
+
+def load(path: Path) -> Any:
+    return yaml.safe_load(path.read_text())
+
+
+def spec_options(role: str, entry: str = "main") -> dict[str, dict[str, Any]]:
+    return load(ROLES / role / "meta" / "argument_specs.yml")["argument_specs"][entry]["options"]
+
+
+@pytest.mark.parametrize("role", PUBLIC)
+def test_defaults_and_argument_specs_name_the_same_variables(role: str) -> None:
+    defaults = load(ROLES / role / "defaults" / "main.yml")
+    options = spec_options(role)
+    assert sorted(set(defaults) - set(options)) == [], f"{role}: in defaults/main.yml, not in argument_specs"
+    assert sorted(set(options) - set(defaults)) == [], f"{role}: in argument_specs, not in defaults/main.yml"
+
+
+@pytest.mark.parametrize("role", PUBLIC)
+def test_argument_specs_document_type_default_and_meaning(role: str) -> None:
+    defaults = load(ROLES / role / "defaults" / "main.yml")
+    for name, opt in spec_options(role).items():
+        assert name.startswith(f"{role}_"), f"{role}: {name} lacks the role prefix"
+        assert opt.get("description"), f"{role}: {name} has no description"
+        assert "TODO" not in str(opt["description"])
+        assert opt.get("type") == TYPES[type(defaults[name])], f"{role}: {name} type {opt.get('type')}"
+        assert opt.get("default") == defaults[name], f"{role}: {name} default differs from defaults/main.yml"
+        if opt["type"] == "list":
+            assert opt.get("elements") in {"str", "dict", "int"}, f"{role}: {name} has no elements type"
+        if "choices" in opt and opt["type"] == "list":
+            assert set(defaults[name]) <= set(opt["choices"]), f"{role}: {name} default outside its choices"
+
+
+def test_common_internal_role_documents_every_parameter_in_an_entry_point() -> None:
+    defaults = load(ROLES / "_common" / "defaults" / "main.yml")
+    specs = load(ROLES / "_common" / "meta" / "argument_specs.yml")["argument_specs"]
+    assert set(specs) == {"main", "preflight", "user", "install", "unit", "health"}
+    documented = {name for entry in specs.values() for name in entry.get("options", {})}
+    assert sorted(set(defaults) - documented) == []
+    assert sorted(documented - set(defaults)) == []
+    for entry in specs:
+        if entry != "main":
+            assert (ROLES / "_common" / "tasks" / f"{entry}.yml").is_file(), entry
+
+
+def test_common_internal_role_refuses_to_run_on_its_own() -> None:
+    (task,) = load(ROLES / "_common" / "tasks" / "main.yml")
+    assert task["ansible.builtin.fail"]["msg"].startswith("_common is an internal role")
+
+
+@pytest.mark.parametrize("role", PUBLIC + ["_common"])
+def test_internal_variables_carry_the_underscore_prefix(role: str) -> None:
+    path = ROLES / role / "vars" / "main.yml"
+    names = list(load(path) or {}) if path.is_file() else []
+    bare = role.lstrip("_")
+    assert all(n.startswith(f"_{bare}_") for n in names), names
+
+
+@pytest.mark.parametrize("role", PUBLIC)
+def test_main_wires_the_phases_with_their_tags(role: str) -> None:
+    tasks = load(ROLES / role / "tasks" / "main.yml")
+    phases = ["preflight", "install", "configure", "run"] if role in SERVICES else ["preflight", "install"]
+    assert [t["ansible.builtin.import_tasks"] for t in tasks] == [f"{p}.yml" for p in phases]
+    for t, phase in zip(tasks, phases):
+        assert t["tags"] == [role, f"{role}_{phase}"]
+
+
+@pytest.mark.parametrize("role", SERVICES)
+def test_restart_handler_reloads_systemd_and_skips_check_mode(role: str) -> None:
+    handlers = {h["name"]: h for h in load(ROLES / role / "handlers" / "main.yml")}
+    restart = handlers[f"Restart {role}"]
+    mod = restart["ansible.builtin.systemd_service"]
+    assert mod["state"] == "restarted" and mod["daemon_reload"] is True
+    when = restart["when"] if isinstance(restart["when"], list) else [restart["when"]]
+    assert "not ansible_check_mode" in when
+
+
+def test_every_template_says_it_is_managed() -> None:
+    templates = sorted(t for role in PUBLIC + ["_common"] for t in (ROLES / role).glob("templates/*.j2"))
+    assert len(templates) >= 6
+    for t in templates:
+        assert t.read_text().startswith("{{ ansible_managed | comment"), t
+
+
+def test_every_config_template_task_is_validated_by_a_checker() -> None:
+    """Each template, rule file and dashboard a component reads is checked (`validate`) before it lands."""
+    found = 0
+    for role in SERVICES:
+        path = ROLES / role / "tasks" / "configure.yml"
+        for task in load(path):
+            args = task.get("ansible.builtin.template") or task.get("ansible.builtin.copy")
+            if not isinstance(args, dict) or "content" in args:
+                continue
+            assert "validate" in args, f"{path}: {task['name']}"
+            check = str(args["validate"])
+            ref = re.fullmatch(r"\{\{ (_\w+) \}\}", check)
+            if ref:  # a checker kept in the role's vars
+                check = str(load(path.parents[1] / "vars" / "main.yml")[ref.group(1)])
+            assert "%s" in check, f"{path}: {task['name']}: {check}"
+            found += 1
+    assert found == 10
+
+
+def test_no_task_runs_a_command_without_saying_whether_it_changed_anything() -> None:
+    for path in [p for role in PUBLIC + ["_common"] for p in (ROLES / role / "tasks").glob("*.yml")]:
+        for task in load(path) or []:
+            for sub in [task, *task.get("block", []), *task.get("rescue", [])]:
+                if any(k in sub for k in ("ansible.builtin.command", "ansible.builtin.shell", "ansible.builtin.raw")):
+                    assert "changed_when" in sub or "creates" in str(sub), f"{path}: {sub['name']}"

@@ -1,0 +1,132 @@
+"""Every template renders with the role defaults and a sample inventory, and says what it should.
+
+Rendered by Ansible itself (tests/unit/roles/rendering.py), once per module.
+"""
+
+from __future__ import annotations
+
+import configparser
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.unit.roles.rendering import ROLES, SAMPLE_INVENTORY, render
+
+JOBS = {"node_exporter", "dcgm_exporter", "slurm_exporter", "redfish_exporter", "victoriametrics", "vmalert",
+        "alertmanager"}
+HARDENING = ["NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes",
+             "CapabilityBoundingSet=", "LockPersonality=yes", "RestrictSUIDSGID=yes", "Restart=always"]
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return render(tmp_path_factory.mktemp("render"))
+
+
+def strip_comments(text: str) -> str:
+    return "".join(line + "\n" for line in text.splitlines() if not line.startswith("#"))
+
+
+def targets(scrape: dict) -> dict[str, dict[str, str]]:
+    """job -> {instance: target}"""
+    return {job["job_name"]: {sc["labels"]["instance"]: sc["targets"][0] for sc in job["static_configs"]}
+            for job in scrape["scrape_configs"]}
+
+
+def test_all_templates_render_and_start_managed(rendered: dict[str, str]) -> None:
+    assert len(rendered) == 10
+    for name, text in rendered.items():
+        assert "Ansible managed" in text.splitlines()[1], name
+        assert "{{" not in text.replace("{{ $labels", "") or name.endswith(".tmpl"), name
+
+
+def test_scrape_config_has_one_job_per_component_and_inventory_instances(rendered: dict[str, str]) -> None:
+    scrape = yaml.safe_load(rendered["scrape.yml"])
+    jobs = targets(scrape)
+    assert set(jobs) <= JOBS
+    # every host has node_exporter, labelled with its inventory name, at its address
+    assert jobs["node_exporter"] == {"mon01": "198.18.0.10:9100", "ctl01": "198.18.0.11:9100",
+                                     "gpu01": "198.18.0.21:9100", "gpu02": "198.18.0.22:9100",
+                                     "login01": "login01:9101"}
+    assert jobs["dcgm_exporter"] == {"gpu01": "198.18.0.21:9400", "gpu02": "198.18.0.22:9400"}
+    assert jobs["slurm_exporter"] == {"ctl01": "198.18.0.11:9341"}
+    assert "redfish_exporter" not in jobs  # enabled nowhere
+    assert jobs["victoriametrics"] == {"mon01": "198.18.0.10:8428"}
+    assert jobs["vmalert"] == {"mon01": "198.18.0.10:8880"}
+    assert jobs["alertmanager"] == {"mon01": "198.18.0.10:9093"}
+    assert scrape["global"] == {"scrape_interval": "30s", "scrape_timeout": "10s"}
+
+
+def test_scrape_config_leaves_out_disabled_exporters(tmp_path: Path) -> None:
+    inv = json.loads(json.dumps(SAMPLE_INVENTORY))
+    inv["all"]["children"]["gpu_nodes"]["vars"]["dcgm_exporter_enabled"] = False
+    inv["all"]["children"]["gpu_nodes"]["hosts"]["gpu02"] = {"ansible_host": "198.18.0.22",
+                                                             "node_exporter_enabled": False}
+    out = render(tmp_path, inventory=inv, only=("scrape.yml",),
+                 extra_vars={"victoriametrics_external_labels": {"site": "lab"}})
+    scrape = yaml.safe_load(out["scrape.yml"])
+    jobs = targets(scrape)
+    assert "dcgm_exporter" not in jobs
+    assert "gpu02" not in jobs["node_exporter"] and "gpu01" in jobs["node_exporter"]
+    assert scrape["global"]["external_labels"] == {"site": "lab"}
+
+
+def test_alertmanager_default_receiver_is_the_local_webhook(rendered: dict[str, str]) -> None:
+    am = yaml.safe_load(rendered["alertmanager.yml"])
+    assert am["route"]["receiver"] == "vigil-default"
+    (receiver,) = am["receivers"]
+    assert receiver["webhook_configs"] == [{"url": "http://127.0.0.1:9095/", "send_resolved": True}]
+
+
+@pytest.mark.parametrize("role", ["victoriametrics", "vmalert", "alertmanager", "node_exporter", "grafana"])
+def test_units_are_hardened_and_write_only_their_data_dir(rendered: dict[str, str], role: str) -> None:
+    unit = rendered[f"{role}.service"]
+    for line in HARDENING:
+        assert line in unit.splitlines(), f"{role}: {line}"
+    defaults = yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text())
+    assert f"ReadWritePaths={defaults[f'{role}_data_dir']}" in unit.splitlines()
+    assert f"User={defaults[f'{role}_system_user']}" in unit.splitlines()
+    assert f"SyslogIdentifier={defaults[f'{role}_service_name']}" in unit.splitlines()
+
+
+def test_unit_command_lines_carry_the_settings(rendered: dict[str, str]) -> None:
+    vm = rendered["victoriametrics.service"]
+    assert "-retentionPeriod=400d" in vm and "-httpListenAddr=0.0.0.0:8428" in vm
+    assert "-promscrape.config=/etc/vigil/victoriametrics/scrape.yml" in vm
+    assert "ExecStart=/opt/vigil/victoria-metrics/current/bin/victoria-metrics \\" in vm
+    vmalert = rendered["vmalert.service"]
+    for flag in ("-rule=/etc/vigil/vmalert/rules/*.yml", "-datasource.url=http://127.0.0.1:8428",
+                 "-remoteWrite.url=http://127.0.0.1:8428", "-remoteRead.url=http://127.0.0.1:8428",
+                 "-notifier.url=http://127.0.0.1:9093", "-httpListenAddr=0.0.0.0:8880"):
+        assert flag in vmalert
+    am = rendered["alertmanager.service"]
+    assert "--cluster.listen-address= \\" in am and "--web.listen-address=0.0.0.0:9093" in am
+    ne = rendered["node_exporter.service"]
+    assert "--collector.textfile.directory=/var/lib/vigil/node_exporter/textfile" in ne
+    assert "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6" in vm
+
+
+def test_grafana_ini_is_air_gapped_and_has_no_password(rendered: dict[str, str]) -> None:
+    ini = configparser.ConfigParser(interpolation=None, strict=True)
+    ini.read_string(rendered["grafana.ini"])
+    assert ini["security"]["admin_password"] == "$__file{/etc/vigil/grafana/admin-password}"
+    assert ini["analytics"]["reporting_enabled"] == "false"
+    assert ini["analytics"]["check_for_updates"] == "false"
+    assert ini["server"]["http_port"] == "3000"
+    assert ini["auth.anonymous"]["enabled"] == "false"
+
+
+def test_grafana_provisioning_points_at_victoriametrics(rendered: dict[str, str]) -> None:
+    ds = json.loads(strip_comments(rendered["datasources.yaml"]))
+    assert yaml.safe_load(rendered["datasources.yaml"]) == ds  # JSON is YAML, as Grafana reads it
+    (source,) = ds["datasources"]
+    assert source["type"] == "prometheus" and source["url"] == "http://127.0.0.1:8428"
+    dash = json.loads(strip_comments(rendered["dashboards.yaml"]))
+    assert dash["providers"][0]["options"]["path"] == "/etc/vigil/grafana/dashboards"
+    for path in (ROLES / "grafana" / "files" / "dashboards").glob("*.json"):
+        board = json.loads(path.read_text())
+        uids = {p["datasource"]["uid"] for p in board["panels"]}
+        assert uids == {source["uid"]}, path.name
+        assert board["uid"] == path.stem
