@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from collections.abc import Iterable, Sequence
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
-Labels = Sequence[Tuple[str, str]]
+Labels = Sequence[tuple[str, str]]
 
 
 def escape_label(value: str) -> str:
@@ -36,13 +36,13 @@ def format_value(value: float) -> str:
 class Family:
     """One metric family: name, type, help and its samples (labels in the order given)."""
 
-    __slots__ = ("name", "type", "help", "samples")
+    __slots__ = ("help", "name", "samples", "type")
 
     def __init__(self, name: str, type_: str, help_: str) -> None:
         self.name = name
         self.type = type_
         self.help = help_
-        self.samples: List[Tuple[Labels, str]] = []
+        self.samples: list[tuple[Labels, str]] = []
 
     def add(self, labels: Labels, value: float) -> None:
         self.samples.append((labels, format_value(value)))
@@ -53,7 +53,7 @@ class Family:
 
 
 def render(families: Iterable[Family], *, skip_empty: bool = True) -> str:
-    out: List[str] = []
+    out: list[str] = []
     for fam in families:
         if skip_empty and not fam.samples:
             continue
@@ -68,19 +68,19 @@ def render(families: Iterable[Family], *, skip_empty: bool = True) -> str:
     return "".join(out)
 
 
-def registry() -> Dict[str, Family]:
+def registry() -> dict[str, Family]:
     """An ordered name -> family map (insertion order is the output order)."""
     return {}
 
 
-def family(reg: Dict[str, Family], name: str, type_: str, help_: str) -> Family:
+def family(reg: dict[str, Family], name: str, type_: str, help_: str) -> Family:
     fam = reg.get(name)
     if fam is None:
         fam = reg[name] = Family(name, type_, help_)
     return fam
 
 
-def single(name: str, type_: str, help_: str, value: float, labels: Optional[Labels] = None) -> Family:
+def single(name: str, type_: str, help_: str, value: float, labels: Labels | None = None) -> Family:
     fam = Family(name, type_, help_)
     fam.add(labels or (), value)
     return fam

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable, Tuple
+from typing import Callable
 
 from exporters._expo import CONTENT_TYPE
 
@@ -17,14 +17,14 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
 
 
-def make_server(address: Tuple[str, int], render: Callable[[], str], *, title: str) -> ThreadingHTTPServer:
+def make_server(address: tuple[str, int], render: Callable[[], str], *, title: str) -> ThreadingHTTPServer:
     """A server on ADDRESS whose ``GET /metrics`` answers ``render()``; not started (call serve_forever)."""
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "vigil-exporters"
         protocol_version = "HTTP/1.1"
 
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
                 try:
@@ -48,7 +48,7 @@ def make_server(address: Tuple[str, int], render: Callable[[], str], *, title: s
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: object) -> None:
             log.debug("%s %s", self.address_string(), format % args)
 
     return _Server(address, Handler)

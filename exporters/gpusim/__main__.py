@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import List, Optional
 
 from exporters import __version__
 from exporters._http import make_server, setup_logging
@@ -55,7 +54,7 @@ def _listen(address: str) -> tuple:
     return (host.strip("[]") or "", int(port))
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["fault"]:
         return _faults.main(argv[1:])

@@ -23,13 +23,13 @@ import json
 import os
 import sys
 import tempfile
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 DEFAULT_STATE = "/var/lib/vigil/gpusim/faults.json"
 FORMAT = 1
 
 #: fault kind -> what it does to the simulated GPU (also the CLI's help)
-KINDS: Dict[str, str] = {
+KINDS: dict[str, str] = {
     "ecc-dbe": "one double-bit ECC error: DBE volatile total +1, a page retired, row remap failure = 1",
     "ecc-sbe-storm": "single-bit ECC errors at --rate per second (default 50)",
     "xid": "XID error --code (default 79, GPU fallen off the bus) as the last XID",
@@ -41,7 +41,7 @@ KINDS: Dict[str, str] = {
 }
 
 #: parameters each kind takes, with defaults
-PARAMS: Dict[str, Dict[str, float]] = {
+PARAMS: dict[str, dict[str, float]] = {
     "ecc-sbe-storm": {"rate": 50.0},
     "xid": {"code": 79.0},
     "nvlink-crc": {"rate": 20.0},
@@ -52,22 +52,22 @@ class FaultError(Exception):
     pass
 
 
-def empty() -> Dict[str, Any]:
+def empty() -> dict[str, Any]:
     return {"format": FORMAT, "gpus": {}}
 
 
-def parse(text: str) -> Dict[str, Dict[str, Dict[str, float]]]:
+def parse(text: str) -> dict[str, dict[str, dict[str, float]]]:
     """The active faults, ``{gpu: {kind: params}}``, from the file's text; unknown kinds are dropped."""
     if not text.strip():
         return {}
     doc = json.loads(text)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("gpus"), dict):
         raise FaultError(f"not a fault state file (format {FORMAT} expected)")
-    out: Dict[str, Dict[str, Dict[str, float]]] = {}
+    out: dict[str, dict[str, dict[str, float]]] = {}
     for gpu, kinds in doc["gpus"].items():
         if not isinstance(kinds, dict):
             continue
-        active: Dict[str, Dict[str, float]] = {}
+        active: dict[str, dict[str, float]] = {}
         for kind, params in kinds.items():
             if kind not in KINDS:
                 continue
@@ -82,7 +82,7 @@ def parse(text: str) -> Dict[str, Dict[str, Dict[str, float]]]:
     return out
 
 
-def load(path: str) -> Dict[str, Dict[str, Dict[str, float]]]:
+def load(path: str) -> dict[str, dict[str, dict[str, float]]]:
     """Active faults from PATH; a missing file means none."""
     try:
         with open(path, encoding="utf-8") as f:
@@ -91,8 +91,8 @@ def load(path: str) -> Dict[str, Dict[str, Dict[str, float]]]:
         return {}
 
 
-def apply(doc: Dict[str, Any], kind: str, gpu: str, *, clear: bool,
-          params: Optional[Dict[str, float]] = None) -> Dict[str, Any]:
+def apply(doc: dict[str, Any], kind: str, gpu: str, *, clear: bool,
+          params: dict[str, float] | None = None) -> dict[str, Any]:
     """DOC with KIND set on (or cleared from) GPU. Raises FaultError for an unknown kind or GPU."""
     if kind not in KINDS:
         raise FaultError(f"unknown fault {kind!r} (known: {', '.join(KINDS)})")
@@ -115,8 +115,8 @@ def apply(doc: Dict[str, Any], kind: str, gpu: str, *, clear: bool,
     return doc
 
 
-def edit(path: str, kind: str, gpu: str, *, clear: bool, params: Optional[Dict[str, float]] = None
-         ) -> Dict[str, Any]:
+def edit(path: str, kind: str, gpu: str, *, clear: bool, params: dict[str, float] | None = None
+         ) -> dict[str, Any]:
     """Set or clear one fault in the state file at PATH, under its lock; returns the new document."""
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
@@ -146,7 +146,7 @@ def edit(path: str, kind: str, gpu: str, *, clear: bool, params: Optional[Dict[s
     return doc
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="vigil-gpusim fault", description="Set or clear a simulated GPU fault.")
     ap.add_argument("action", choices=("set", "clear", "list"))
     ap.add_argument("kind", nargs="?", choices=sorted(KINDS))
@@ -161,7 +161,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             return 0
         if a.kind is None or a.gpu is None:
             raise FaultError(f"{a.action} needs a fault kind and a GPU index")
-        params: Dict[str, float] = {}
+        params: dict[str, float] = {}
         if a.code is not None:
             params["code"] = a.code
         if a.rate is not None:

@@ -10,7 +10,7 @@ collectors CSV uses the throttle name.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Tuple
+from typing import NamedTuple
 
 
 class Field(NamedTuple):
@@ -20,7 +20,7 @@ class Field(NamedTuple):
     is_double: bool = False
 
 
-FIELDS: Tuple[Field, ...] = (
+FIELDS: tuple[Field, ...] = (
     Field("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz)."),
     Field("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz)."),
     Field("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C)."),

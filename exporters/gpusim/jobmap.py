@@ -16,14 +16,13 @@ from __future__ import annotations
 import logging
 import os
 import re
-from typing import Dict, List
 
 log = logging.getLogger("exporters.gpusim.jobmap")
 
 _GPU_FILE = re.compile(r"^[0-9]+(\.[0-9]+)?$")
 
 
-def read_jobmap(directory: str) -> Dict[str, List[str]]:
+def read_jobmap(directory: str) -> dict[str, list[str]]:
     """``{"0": ["123", "124"], "2.0": ["125"]}`` from DIRECTORY; ``{}`` when it does not exist."""
     try:
         entries = list(os.scandir(directory))
@@ -32,7 +31,7 @@ def read_jobmap(directory: str) -> Dict[str, List[str]]:
     except OSError as e:
         log.error("job map dir %s unreadable: %s", directory, e)
         return {}
-    out: Dict[str, List[str]] = {}
+    out: dict[str, list[str]] = {}
     for entry in entries:
         if not _GPU_FILE.match(entry.name):
             continue
@@ -50,5 +49,5 @@ def read_jobmap(directory: str) -> Dict[str, List[str]]:
         lines = text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()  # the final newline ends the last line; it does not start another
-        out[entry.name] = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+        out[entry.name] = [ln.removesuffix("\r") for ln in lines]
     return out

@@ -23,12 +23,11 @@ import socket
 import threading
 import time
 import uuid
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable
 
 from exporters._expo import Family, render
 from exporters.gpusim import faults as _faults
 from exporters.gpusim.fields import (
-    BASE_LABELS,
     DRIVER_LABEL,
     FIELDS,
     JOB_LABEL,
@@ -54,7 +53,7 @@ class SimConfig:
     def __init__(
         self,
         *,
-        hostname: Optional[str] = None,
+        hostname: str | None = None,
         gpus: int = 4,
         model: str = "NVIDIA H100 80GB HBM3",
         driver_version: str = "550.90.07",
@@ -63,7 +62,7 @@ class SimConfig:
         busy_power_w: float = 350.0,
         idle_power_w: float = 60.0,
         power_noise_w: float = 10.0,
-        seed: Optional[int] = None,
+        seed: int | None = None,
         jobmap_dir: str = DEFAULT_JOBMAP_DIR,
         faults_file: str = _faults.DEFAULT_STATE,
     ) -> None:
@@ -110,8 +109,8 @@ class _Gpu:
         self.pcie_replay = 0
         # the current interval
         self.allocated = False
-        self.faults: Dict[str, Dict[str, float]] = {}
-        self.onset: Dict[str, float] = {}
+        self.faults: dict[str, dict[str, float]] = {}
+        self.onset: dict[str, float] = {}
         self.power_w = cfg.idle_power_w
         self.util = 0
         self.mem_util = 0
@@ -139,7 +138,7 @@ class _Gpu:
             self.nvlink_crc_data += crc["rate"] * dt / 4.0
         self.nvlink_bw += self.nvlink_bw_rate * dt
 
-    def advance(self, t: float, jobs: List[str], mig_busy: bool, active: Dict[str, Dict[str, float]],
+    def advance(self, t: float, jobs: list[str], mig_busy: bool, active: dict[str, dict[str, float]],
                 cfg: SimConfig) -> None:
         """Step 3: the state for the interval starting at T."""
         for kind in list(self.onset):
@@ -204,12 +203,12 @@ class GpuSimulator:
         self._clock = clock
         self._lock = threading.Lock()
         self._gpus = [_Gpu(i, cfg) for i in range(cfg.gpus)]
-        self._jobs: Dict[str, List[str]] = {}
-        self._last: Optional[float] = None
+        self._jobs: dict[str, list[str]] = {}
+        self._last: float | None = None
         self.fault_errors = 0
 
     @property
-    def gpus(self) -> List[_Gpu]:
+    def gpus(self) -> list[_Gpu]:
         return self._gpus
 
     def update(self) -> float:
@@ -243,9 +242,9 @@ class GpuSimulator:
             self._update_locked()
             return render(self._families())
 
-    def _families(self) -> List[Family]:
+    def _families(self) -> list[Family]:
         cfg = self.cfg
-        per_gpu: List[Tuple[_Gpu, List[Tuple[Tuple[str, str], ...]]]] = []
+        per_gpu: list[tuple[_Gpu, list[tuple[tuple[str, str], ...]]]] = []
         for g in self._gpus:
             base = (("gpu", str(g.index)), ("UUID", g.uuid), ("pci_bus_id", g.pci_bus_id),
                     ("device", g.device), ("modelName", cfg.model), ("Hostname", cfg.hostname),
@@ -254,7 +253,7 @@ class GpuSimulator:
             label_sets = [base + ((JOB_LABEL, job),) for job in lines] if lines else [base]
             per_gpu.append((g, label_sets))
         usable = cfg.fb_total_mib - cfg.fb_reserved_mib
-        values: Dict[str, Callable[[_Gpu], float]] = {
+        values: dict[str, Callable[[_Gpu], float]] = {
             "DCGM_FI_DEV_SM_CLOCK": lambda g: g.sm_clock,
             "DCGM_FI_DEV_MEM_CLOCK": lambda g: g.mem_clock,
             "DCGM_FI_DEV_MEMORY_TEMP": lambda g: g.mem_temp,
@@ -283,7 +282,7 @@ class GpuSimulator:
             "DCGM_FI_DEV_ROW_REMAP_FAILURE": lambda g: g.row_remap_failure,
             "DCGM_FI_PROF_GR_ENGINE_ACTIVE": lambda g: g.util / 100.0,
         }
-        out: List[Family] = []
+        out: list[Family] = []
         for f in FIELDS:
             fam = Family(f.name, f.type, f.help)
             get = values[f.name]

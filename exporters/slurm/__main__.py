@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import List, Optional
 
 from exporters import __version__
 from exporters._http import make_server, setup_logging
@@ -33,7 +32,7 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     setup_logging(a.verbose)
     host, _, port = a.listen_address.rpartition(":")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable, Dict, List, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Callable
 
 from exporters._expo import Family, render
 from exporters.slurm import commands as _cmd
@@ -62,15 +63,15 @@ class SlurmCollector:
     """Scrapes Slurm. Concurrent scrapes are serialised: each one is its own consistent snapshot."""
 
     def __init__(self, *, timeout: float = DEFAULT_TIMEOUT,
-                 commands: Optional[Mapping[str, Sequence[str]]] = None,
-                 env: Optional[Mapping[str, str]] = None,
+                 commands: Mapping[str, Sequence[str]] | None = None,
+                 env: Mapping[str, str] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.timeout = timeout
-        self.commands: Dict[str, List[str]] = {k: list(v) for k, v in (commands or _cmd.COMMANDS).items()}
+        self.commands: dict[str, list[str]] = {k: list(v) for k, v in (commands or _cmd.COMMANDS).items()}
         self.env = env
         self._clock = clock
         self._lock = threading.Lock()
-        self.errors: Dict[str, int] = {name: 0 for name in self.commands}
+        self.errors: dict[str, int] = {name: 0 for name in self.commands}
 
     def scrape(self) -> str:
         with self._lock:
@@ -84,8 +85,8 @@ class SlurmCollector:
             fams.extend(self._self_metrics(results, self._clock() - start))
             return render(fams)
 
-    def _families(self, results: Mapping[str, _cmd.Result]) -> List[Family]:
-        fams: List[Family] = []
+    def _families(self, results: Mapping[str, _cmd.Result]) -> list[Family]:
+        fams: list[Family] = []
         sq = results.get("squeue")
         if sq is not None and sq.ok:
             jobs = parse_squeue(sq.stdout)
@@ -113,7 +114,7 @@ class SlurmCollector:
             nodes, bad = parse_sinfo(si.stdout)
             if bad:
                 log.warning("sinfo: %d lines not understood", bad)
-            by_state: Dict[str, int] = {}
+            by_state: dict[str, int] = {}
             for n in nodes.values():
                 by_state[n.state] = by_state.get(n.state, 0) + 1
             f = Family("slurm_nodes", "gauge", "Nodes by state (sinfo; flags such as `*` dropped).")
@@ -166,7 +167,7 @@ class SlurmCollector:
                     fams.append(f)
         return fams
 
-    def _self_metrics(self, results: Mapping[str, _cmd.Result], seconds: float) -> List[Family]:
+    def _self_metrics(self, results: Mapping[str, _cmd.Result], seconds: float) -> list[Family]:
         up = Family("slurm_up", "gauge", "1 when the Slurm command answered in this scrape, 0 when it "
                                          "failed or timed out.")
         dur = Family("slurm_exporter_command_duration_seconds", "gauge",

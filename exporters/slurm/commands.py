@@ -12,7 +12,8 @@ import signal
 import subprocess
 import threading
 import time
-from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 #: squeue: one line per job and per array task (-r), all partitions (-a), no header (-h):
 #: state|account|partition|user|nodes|cpus|tres-per-node|reason  (reason last: it may hold anything)
@@ -20,7 +21,7 @@ SQUEUE_FORMAT = "%T|%a|%P|%u|%D|%C|%b|%r"
 #: sinfo: one line per node and partition (-N):  node|state|cpus A/I/O/T|gres|gres used|partition
 SINFO_FORMAT = "NodeList:0|,StateLong:0|,CPUsState:0|,Gres:0|,GresUsed:0|,Partition:0"
 
-COMMANDS: Dict[str, List[str]] = {
+COMMANDS: dict[str, list[str]] = {
     "squeue": ["squeue", "-h", "-a", "-r", "-o", SQUEUE_FORMAT],
     "sinfo": ["sinfo", "-h", "-N", "-O", SINFO_FORMAT],
     "sdiag": ["sdiag"],
@@ -35,7 +36,7 @@ class Result(NamedTuple):
     seconds: float
 
 
-def run(name: str, argv: Sequence[str], *, timeout: float, env: Optional[Mapping[str, str]] = None) -> Result:
+def run(name: str, argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None) -> Result:
     """Run ARGV; on timeout its whole process group is killed."""
     start = time.monotonic()
     try:
@@ -63,9 +64,9 @@ def run(name: str, argv: Sequence[str], *, timeout: float, env: Optional[Mapping
 
 
 def run_all(commands: Mapping[str, Sequence[str]], *, timeout: float,
-            env: Optional[Mapping[str, str]] = None) -> Dict[str, Result]:
+            env: Mapping[str, str] | None = None) -> dict[str, Result]:
     """Run every command at once (one thread each) and wait for all: one snapshot."""
-    results: Dict[str, Result] = {}
+    results: dict[str, Result] = {}
     lock = threading.Lock()
 
     def one(name: str, argv: Sequence[str]) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Dict, List, NamedTuple, Tuple
+from typing import NamedTuple
 
 _GRES_ITEM = re.compile(r"^gpu(?::([^:(]+))?:(\d+)")
 
@@ -19,7 +19,7 @@ def gpu_count(gres: str) -> int:
     return total
 
 
-def _split_gres(gres: str) -> List[str]:
+def _split_gres(gres: str) -> list[str]:
     """Split on commas outside parentheses (``gpu:2(IDX:0,2)`` is one item)."""
     items, depth, cur = [], 0, []
     for ch in gres:
@@ -42,8 +42,7 @@ def tres_gpus(tres: str) -> int:
     for item in tres.split(","):
         item = item.strip()
         for prefix in ("gres:", "gres/"):
-            if item.startswith(prefix):
-                item = item[len(prefix):]
+            item = item.removeprefix(prefix)
         m = _GRES_ITEM.match(item)
         if m:
             total += int(m.group(2))
@@ -54,12 +53,12 @@ def tres_gpus(tres: str) -> int:
 
 class Jobs(NamedTuple):
     #: (state, account, partition) -> jobs (array tasks counted one by one)
-    by_state: Dict[Tuple[str, str, str], int]
+    by_state: dict[tuple[str, str, str], int]
     #: (reason, partition) -> pending jobs
-    pending_reasons: Dict[Tuple[str, str], int]
+    pending_reasons: dict[tuple[str, str], int]
     #: account -> CPUs / GPUs held by its running jobs
-    account_cpus: Dict[str, int]
-    account_gpus: Dict[str, int]
+    account_cpus: dict[str, int]
+    account_gpus: dict[str, int]
     lines: int
     bad_lines: int
 
@@ -104,7 +103,7 @@ class Node(NamedTuple):
     cpus_total: int
     gpus_total: int
     gpus_alloc: int
-    partitions: Tuple[str, ...]
+    partitions: tuple[str, ...]
 
 
 #: sinfo's state suffixes: * not responding, ~ powered off, # powering up, % powering down,
@@ -112,7 +111,7 @@ class Node(NamedTuple):
 _STATE_FLAGS = "*~#%!$@^-"
 
 
-def split_state(raw: str) -> Tuple[str, str]:
+def split_state(raw: str) -> tuple[str, str]:
     """``idle*`` -> (``idle``, ``*``); ``mixed+drain`` -> (``mixed+drain``, ``""``)."""
     s = raw.strip().lower()
     flags = ""
@@ -122,9 +121,9 @@ def split_state(raw: str) -> Tuple[str, str]:
     return s or "unknown", flags
 
 
-def parse_sinfo(text: str) -> Tuple[Dict[str, Node], int]:
+def parse_sinfo(text: str) -> tuple[dict[str, Node], int]:
     """Nodes by name (a node listed under several partitions is counted once) and the bad line count."""
-    nodes: Dict[str, Node] = {}
+    nodes: dict[str, Node] = {}
     bad = 0
     for line in text.splitlines():
         if not line.strip():
@@ -152,7 +151,7 @@ def parse_sinfo(text: str) -> Tuple[Dict[str, Node], int]:
 
 
 class Sdiag(NamedTuple):
-    values: Dict[str, float]
+    values: dict[str, float]
 
 
 #: sdiag line prefix (within a section) -> our key; times there are in microseconds
@@ -187,9 +186,9 @@ _SDIAG_BACKFILL = {
 }
 
 
-def parse_sdiag(text: str) -> Dict[str, float]:
+def parse_sdiag(text: str) -> dict[str, float]:
     """The scheduler figures sdiag prints, keyed as in the tables above (absent when not printed)."""
-    out: Dict[str, float] = {}
+    out: dict[str, float] = {}
     section = _SDIAG_TOP
     for raw in text.splitlines():
         line = raw.strip()

@@ -7,7 +7,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-
 FIXTURES = Path(__file__).parent / "fixtures"
 
 _SAMPLE = re.compile(

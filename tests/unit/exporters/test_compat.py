@@ -37,8 +37,21 @@ def test_sources_found():
 def test_parses_as_python_3_9(path):
     src = path.read_text(encoding="utf-8")
     tree = ast.parse(src, filename=str(path), feature_version=(3, 9))
+    in_annotation: set[int] = set()
+    for node in ast.walk(tree):
+        anns = []
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            anns.append(node.annotation)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None:
+            anns.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            anns.append(node.annotation)
+        for ann in anns:
+            in_annotation.update(id(n) for n in ast.walk(ann))
     for node in ast.walk(tree):
         # `X | Y` outside annotations needs 3.10 at run time (annotations are strings here)
+        if id(node) in in_annotation:
+            continue
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
             for side in (node.left, node.right):
                 assert not (isinstance(side, ast.Name) and side.id in {"str", "int", "float", "None", "bytes",
@@ -76,6 +89,10 @@ def test_checks_catch_what_they_look_for(tmp_path):
         ast.parse("match x:\n    case 1:\n        pass\n", feature_version=(3, 9))
     assert any(re.search(p, "zip(a, b, strict=True)") for p, _ in NEWER_APIS)
     assert any(re.search(p, "from datetime import UTC") for p, _ in NEWER_APIS)
+    bad = tmp_path / "bad.py"
+    bad.write_text("from __future__ import annotations\nAlias = int | None\n")
+    with pytest.raises(AssertionError, match="type union at run time"):
+        test_parses_as_python_3_9(bad)
 
 
 PY39 = Path("/root/.pyenv/versions/3.9.18/bin/python3.9")

@@ -14,7 +14,6 @@ from exporters._http import make_server
 from exporters.gpusim import faults as faults_mod
 from exporters.gpusim.fields import FIELDS
 from exporters.gpusim.jobmap import read_jobmap
-
 from tests.unit.exporters.expo_helpers import DCGM_LINT, FakeClock, parse_exposition, promtool_check
 
 #: names and types as dcgm-exporter's counters CSV declares them (etc/default-counters.csv, 4.x)
@@ -50,7 +49,7 @@ def test_names_types_labels_as_dcgm_exporter(make_sim, clock):
     text = make_sim().scrape()
     promtool_check(text, allow=DCGM_LINT)
     fams = parse_exposition(text)
-    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M))
+    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.MULTILINE))
     for name, typ in DCGM_TYPES.items():
         assert types.get(name) == typ, name
         assert len(fams[name]) == 4
@@ -60,8 +59,8 @@ def test_names_types_labels_as_dcgm_exporter(make_sim, clock):
     assert labels["device"] == "nvidia0" and labels["Hostname"] == "gpu01"
     assert re.fullmatch(r"GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", labels["UUID"])
     # dcgm prints doubles with %f and integers with %d
-    assert re.search(r"^DCGM_FI_DEV_POWER_USAGE\{.*\} 60\.000000$", text, re.M)
-    assert re.search(r'^DCGM_FI_DEV_GPU_TEMP\{gpu="0",.*\} 34$', text, re.M)
+    assert re.search(r"^DCGM_FI_DEV_POWER_USAGE\{.*\} 60\.000000$", text, re.MULTILINE)
+    assert re.search(r'^DCGM_FI_DEV_GPU_TEMP\{gpu="0",.*\} 34$', text, re.MULTILINE)
 
 
 def test_uuids_deterministic_per_host(make_sim, tmp_path):
