@@ -37,7 +37,9 @@ SAMPLE_INVENTORY: dict[str, Any] = {
         "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
         "children": {
             "monitoring": {"hosts": {"mon01": {"ansible_host": "198.18.0.10"}}},
-            "slurm_controller": {"hosts": {"ctl01": {"ansible_host": "198.18.0.11", "slurm_exporter_enabled": True}}},
+            "slurm_controller": {
+                "hosts": {"ctl01": {"ansible_host": "198.18.0.11", "slurm_exporter_enabled": True}}
+            },
             "gpu_nodes": {
                 "hosts": {"gpu01": {"ansible_host": "198.18.0.21"}, "gpu02": {"ansible_host": "198.18.0.22"}},
                 "vars": {"dcgm_exporter_enabled": True},
@@ -72,8 +74,13 @@ def contract_vars(store: Path, artifacts: dict[str, tuple[str, str]] | None = No
         "vigil_bundle_version": 1,
         "vigil_bundle_dir": str(files),
         "vigil_artifacts": {
-            key: {"src": str(files / "components" / comp / key), "component": comp, "version": ver,
-                  "sha256": "0" * 64, "mode": "0755"}
+            key: {
+                "src": str(files / "components" / comp / key),
+                "component": comp,
+                "version": ver,
+                "sha256": "0" * 64,
+                "mode": "0755",
+            }
             for key, (comp, ver) in arts.items()
         },
     }
@@ -103,8 +110,14 @@ def ansible_env(tmp: Path) -> dict[str, str]:
     }
 
 
-def render(tmp: Path, *, extra_vars: dict[str, Any] | None = None, host: str = "mon01",
-           inventory: dict[str, Any] | None = None, only: tuple[str, ...] = ()) -> dict[str, str]:
+def render(
+    tmp: Path,
+    *,
+    extra_vars: dict[str, Any] | None = None,
+    host: str = "mon01",
+    inventory: dict[str, Any] | None = None,
+    only: tuple[str, ...] = (),
+) -> dict[str, str]:
     """Render every template of the roles (or those named in ``only``); returns {name: text}."""
     out = tmp / "rendered"
     out.mkdir(parents=True, exist_ok=True)
@@ -112,50 +125,98 @@ def render(tmp: Path, *, extra_vars: dict[str, Any] | None = None, host: str = "
     for name, (role, src, _) in TEMPLATES.items():
         if only and name not in only:
             continue
-        tasks.append({"name": f"Render {name}",
-                      "ansible.builtin.template": {"src": str(ROLES / role / "templates" / src),
-                                                   "dest": str(out / name), "mode": "0644"}})
+        tasks.append(
+            {
+                "name": f"Render {name}",
+                "ansible.builtin.template": {
+                    "src": str(ROLES / role / "templates" / src),
+                    "dest": str(out / name),
+                    "mode": "0644",
+                },
+            }
+        )
     for role, (exec_var, data_var, reload) in UNITS.items():
         if only and f"{role}.service" not in only:
             continue
-        tasks.append({
-            "name": f"Render the unit of {role}",
-            "ansible.builtin.template": {"src": str(ROLES / "_common" / "templates" / "service.j2"),
-                                         "dest": str(out / f"{role}.service"), "mode": "0644"},
-            "vars": {
-                "_common_service": f"{{{{ {role}_service_name }}}}",
-                "_common_system_user": f"{{{{ {role}_system_user }}}}",
-                "_common_system_group": f"{{{{ {role}_system_user }}}}",
-                "_common_unit_description": f"vigil {role}",
-                "_common_unit_exec_start": f"{{{{ {exec_var} }}}}",
-                "_common_unit_reload": reload,
-                "_common_unit_read_write_paths": [f"{{{{ {data_var} }}}}"],
-            },
-        })
-    play = [{"name": "Render the roles' templates", "hosts": host, "gather_facts": False,
-             "vars_files": _vars_files(), "tasks": tasks}]
+        tasks.append(
+            {
+                "name": f"Render the unit of {role}",
+                "ansible.builtin.template": {
+                    "src": str(ROLES / "_common" / "templates" / "service.j2"),
+                    "dest": str(out / f"{role}.service"),
+                    "mode": "0644",
+                },
+                "vars": {
+                    "_common_service": f"{{{{ {role}_service_name }}}}",
+                    "_common_system_user": f"{{{{ {role}_system_user }}}}",
+                    "_common_system_group": f"{{{{ {role}_system_user }}}}",
+                    "_common_unit_description": f"vigil {role}",
+                    "_common_unit_exec_start": f"{{{{ {exec_var} }}}}",
+                    "_common_unit_reload": reload,
+                    "_common_unit_read_write_paths": [f"{{{{ {data_var} }}}}"],
+                },
+            }
+        )
+    play = [
+        {
+            "name": "Render the roles' templates",
+            "hosts": host,
+            "gather_facts": False,
+            "vars_files": _vars_files(),
+            "tasks": tasks,
+        }
+    ]
     (tmp / "render.yml").write_text(yaml.safe_dump(play, sort_keys=False))
     (tmp / "inventory.yml").write_text(yaml.safe_dump(inventory or SAMPLE_INVENTORY, sort_keys=False))
     ev = contract_vars(tmp / "home")
     ev.update(extra_vars or {})
     (tmp / "extra.json").write_text(json.dumps(ev))
-    res = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(tmp / "inventory.yml"), str(tmp / "render.yml"),
-                          "-e", f"@{tmp / 'extra.json'}"], capture_output=True, text=True, env=ansible_env(tmp),
-                         cwd=str(tmp))
+    res = subprocess.run(
+        [
+            str(BIN / "ansible-playbook"),
+            "-i",
+            str(tmp / "inventory.yml"),
+            str(tmp / "render.yml"),
+            "-e",
+            f"@{tmp / 'extra.json'}",
+        ],
+        capture_output=True,
+        text=True,
+        env=ansible_env(tmp),
+        cwd=str(tmp),
+        check=False,
+    )
     if res.returncode != 0:
-        raise AssertionError(f"rendering failed ({res.returncode}):\n{res.stdout[-6000:]}\n{res.stderr[-3000:]}")
+        raise AssertionError(
+            f"rendering failed ({res.returncode}):\n{res.stdout[-6000:]}\n{res.stderr[-3000:]}"
+        )
     return {p.name: p.read_text() for p in sorted(out.iterdir())}
 
 
-def run_tasks(tmp: Path, tasks: list[dict[str, Any]], *, extra_vars: dict[str, Any] | None = None,
-              host: str = "mon01") -> subprocess.CompletedProcess[str]:
+def run_tasks(
+    tmp: Path, tasks: list[dict[str, Any]], *, extra_vars: dict[str, Any] | None = None, host: str = "mon01"
+) -> subprocess.CompletedProcess[str]:
     """Run ``tasks`` on the controller against the sample inventory (for preflight checks)."""
-    play = [{"name": "Run role tasks on the controller", "hosts": host, "gather_facts": False, "tasks": tasks}]
+    play = [
+        {"name": "Run role tasks on the controller", "hosts": host, "gather_facts": False, "tasks": tasks}
+    ]
     (tmp / "tasks.yml").write_text(yaml.safe_dump(play, sort_keys=False))
     (tmp / "inventory.yml").write_text(yaml.safe_dump(SAMPLE_INVENTORY, sort_keys=False))
     ev = contract_vars(tmp / "home")
     ev.update(extra_vars or {})
     (tmp / "extra.json").write_text(json.dumps(ev))
-    return subprocess.run([str(BIN / "ansible-playbook"), "-i", str(tmp / "inventory.yml"), str(tmp / "tasks.yml"),
-                           "-e", f"@{tmp / 'extra.json'}"], capture_output=True, text=True, env=ansible_env(tmp),
-                          cwd=str(tmp))
+    return subprocess.run(
+        [
+            str(BIN / "ansible-playbook"),
+            "-i",
+            str(tmp / "inventory.yml"),
+            str(tmp / "tasks.yml"),
+            "-e",
+            f"@{tmp / 'extra.json'}",
+        ],
+        capture_output=True,
+        text=True,
+        env=ansible_env(tmp),
+        cwd=str(tmp),
+        check=False,
+    )

@@ -12,7 +12,12 @@ from tests.unit.roles.rendering import run_tasks
 
 
 def preflight(role: str) -> list[dict[str, Any]]:
-    return [{"name": f"{role} preflight", "ansible.builtin.import_role": {"name": role, "tasks_from": "preflight"}}]
+    return [
+        {
+            "name": f"{role} preflight",
+            "ansible.builtin.import_role": {"name": role, "tasks_from": "preflight"},
+        }
+    ]
 
 
 def fails_with(tmp: Path, tasks: list[dict[str, Any]], **extra: Any) -> str:
@@ -23,7 +28,9 @@ def fails_with(tmp: Path, tasks: list[dict[str, Any]], **extra: Any) -> str:
 
 
 def test_receiver_outside_the_site_is_refused(tmp_path: Path) -> None:
-    out = fails_with(tmp_path, preflight("alertmanager"), alertmanager_webhook_url="https://hooks.example.com/x")
+    out = fails_with(
+        tmp_path, preflight("alertmanager"), alertmanager_webhook_url="https://hooks.example.com/x"
+    )
     assert "receiver URL https://hooks.example.com/x points at hooks.example.com" in out
     assert "`alertmanager_webhook_url`" in out and "`alertmanager_site_hosts`" in out
 

@@ -124,5 +124,8 @@ def test_no_task_runs_a_command_without_saying_whether_it_changed_anything() -> 
     for path in [p for role in PUBLIC + ["_common"] for p in (ROLES / role / "tasks").glob("*.yml")]:
         for task in load(path) or []:
             for sub in [task, *task.get("block", []), *task.get("rescue", [])]:
-                if any(k in sub for k in ("ansible.builtin.command", "ansible.builtin.shell", "ansible.builtin.raw")):
+                if any(
+                    k in sub
+                    for k in ("ansible.builtin.command", "ansible.builtin.shell", "ansible.builtin.raw")
+                ):
                     assert "changed_when" in sub or "creates" in str(sub), f"{path}: {sub['name']}"

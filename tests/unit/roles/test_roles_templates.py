@@ -14,10 +14,25 @@ import yaml
 
 from tests.unit.roles.rendering import ROLES, SAMPLE_INVENTORY, render
 
-JOBS = {"node_exporter", "dcgm_exporter", "slurm_exporter", "redfish_exporter", "victoriametrics", "vmalert",
-        "alertmanager"}
-HARDENING = ["NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes",
-             "CapabilityBoundingSet=", "LockPersonality=yes", "RestrictSUIDSGID=yes", "Restart=always"]
+JOBS = {
+    "node_exporter",
+    "dcgm_exporter",
+    "slurm_exporter",
+    "redfish_exporter",
+    "victoriametrics",
+    "vmalert",
+    "alertmanager",
+}
+HARDENING = [
+    "NoNewPrivileges=yes",
+    "ProtectSystem=strict",
+    "ProtectHome=yes",
+    "PrivateTmp=yes",
+    "CapabilityBoundingSet=",
+    "LockPersonality=yes",
+    "RestrictSUIDSGID=yes",
+    "Restart=always",
+]
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +46,10 @@ def strip_comments(text: str) -> str:
 
 def targets(scrape: dict) -> dict[str, dict[str, str]]:
     """job -> {instance: target}"""
-    return {job["job_name"]: {sc["labels"]["instance"]: sc["targets"][0] for sc in job["static_configs"]}
-            for job in scrape["scrape_configs"]}
+    return {
+        job["job_name"]: {sc["labels"]["instance"]: sc["targets"][0] for sc in job["static_configs"]}
+        for job in scrape["scrape_configs"]
+    }
 
 
 def test_all_templates_render_and_start_managed(rendered: dict[str, str]) -> None:
@@ -47,9 +64,13 @@ def test_scrape_config_has_one_job_per_component_and_inventory_instances(rendere
     jobs = targets(scrape)
     assert set(jobs) <= JOBS
     # every host has node_exporter, labelled with its inventory name, at its address
-    assert jobs["node_exporter"] == {"mon01": "198.18.0.10:9100", "ctl01": "198.18.0.11:9100",
-                                     "gpu01": "198.18.0.21:9100", "gpu02": "198.18.0.22:9100",
-                                     "login01": "login01:9101"}
+    assert jobs["node_exporter"] == {
+        "mon01": "198.18.0.10:9100",
+        "ctl01": "198.18.0.11:9100",
+        "gpu01": "198.18.0.21:9100",
+        "gpu02": "198.18.0.22:9100",
+        "login01": "login01:9101",
+    }
     assert jobs["dcgm_exporter"] == {"gpu01": "198.18.0.21:9400", "gpu02": "198.18.0.22:9400"}
     assert jobs["slurm_exporter"] == {"ctl01": "198.18.0.11:9341"}
     assert "redfish_exporter" not in jobs  # enabled nowhere
@@ -62,10 +83,16 @@ def test_scrape_config_has_one_job_per_component_and_inventory_instances(rendere
 def test_scrape_config_leaves_out_disabled_exporters(tmp_path: Path) -> None:
     inv = json.loads(json.dumps(SAMPLE_INVENTORY))
     inv["all"]["children"]["gpu_nodes"]["vars"]["dcgm_exporter_enabled"] = False
-    inv["all"]["children"]["gpu_nodes"]["hosts"]["gpu02"] = {"ansible_host": "198.18.0.22",
-                                                             "node_exporter_enabled": False}
-    out = render(tmp_path, inventory=inv, only=("scrape.yml",),
-                 extra_vars={"victoriametrics_external_labels": {"site": "lab"}})
+    inv["all"]["children"]["gpu_nodes"]["hosts"]["gpu02"] = {
+        "ansible_host": "198.18.0.22",
+        "node_exporter_enabled": False,
+    }
+    out = render(
+        tmp_path,
+        inventory=inv,
+        only=("scrape.yml",),
+        extra_vars={"victoriametrics_external_labels": {"site": "lab"}},
+    )
     scrape = yaml.safe_load(out["scrape.yml"])
     jobs = targets(scrape)
     assert "dcgm_exporter" not in jobs
@@ -97,9 +124,14 @@ def test_unit_command_lines_carry_the_settings(rendered: dict[str, str]) -> None
     assert "-promscrape.config=/etc/vigil/victoriametrics/scrape.yml" in vm
     assert "ExecStart=/opt/vigil/victoria-metrics/current/bin/victoria-metrics \\" in vm
     vmalert = rendered["vmalert.service"]
-    for flag in ("-rule=/etc/vigil/vmalert/rules/*.yml", "-datasource.url=http://127.0.0.1:8428",
-                 "-remoteWrite.url=http://127.0.0.1:8428", "-remoteRead.url=http://127.0.0.1:8428",
-                 "-notifier.url=http://127.0.0.1:9093", "-httpListenAddr=0.0.0.0:8880"):
+    for flag in (
+        "-rule=/etc/vigil/vmalert/rules/*.yml",
+        "-datasource.url=http://127.0.0.1:8428",
+        "-remoteWrite.url=http://127.0.0.1:8428",
+        "-remoteRead.url=http://127.0.0.1:8428",
+        "-notifier.url=http://127.0.0.1:9093",
+        "-httpListenAddr=0.0.0.0:8880",
+    ):
         assert flag in vmalert
     am = rendered["alertmanager.service"]
     assert "--cluster.listen-address= \\" in am and "--web.listen-address=0.0.0.0:9093" in am

@@ -1,0 +1,193 @@
+"""The roles' configuration is accepted by the real binaries of the debian bundle — and broken
+configuration is refused with the tool's own message.
+
+The binaries come from a debian-channel bundle built and imported here with the vigil CLI (or
+from an imported bundle's `files/` directory named by VIGIL_BUNDLE_FILES). Each check runs the
+role's own `validate` command, read from its task file, so the test and the deploy agree.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.unit.roles.rendering import ROLES, render
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+VIGIL = [sys.executable, "-m", "installer.cli"]
+BINARIES = {
+    "_victoriametrics_binary": "victoria-metrics/bin/victoria-metrics",
+    "_vmalert_binary": "victoria-metrics/bin/vmalert",
+    "_alertmanager_amtool": "prometheus-alertmanager/bin/amtool",
+}
+
+
+def vigil(*args: str, env: dict[str, str]) -> str:
+    res = subprocess.run([*VIGIL, *args], capture_output=True, text=True, env=env, cwd=REPO, check=False)
+    assert res.returncode == 0, f"vigil {' '.join(args)}: {res.stdout}\n{res.stderr}"
+    return res.stdout
+
+
+@pytest.fixture(scope="session")
+def components(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`<store>/bundles/<N>/files/components` of an imported debian bundle."""
+    given = os.environ.get("VIGIL_BUNDLE_FILES")
+    if given:
+        return Path(given) / "components"
+    tmp = tmp_path_factory.mktemp("roles-bundle")
+    cache = Path(os.environ.get("VIGIL_CACHE", str(tmp_path_factory.getbasetemp() / "vigil-cache")))
+    env = {**os.environ, "VIGIL_HOME": str(tmp / "home"), "VIGIL_CACHE": str(cache), "PYTHONPATH": str(REPO)}
+    vigil("keys", "generate", "--out", str(tmp / "release"), env=env)
+    vigil(
+        "trust",
+        "init",
+        "--key",
+        str(tmp / "release.pub"),
+        "--threshold",
+        "1",
+        "--out",
+        str(tmp / "trust.json"),
+        env=env,
+    )
+    out = vigil(
+        "bundle",
+        "build",
+        "--channel",
+        "debian",
+        "--version",
+        "1",
+        "--key",
+        str(tmp / "release.key"),
+        "--out",
+        str(tmp / "out"),
+        env=env,
+    )
+    vigil("bundle", "import", out.strip().splitlines()[-1], "--trust", str(tmp / "trust.json"), env=env)
+    return tmp / "home" / "bundles" / "1" / "files" / "components"
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("rendered")
+    render(tmp)
+    return tmp / "rendered"
+
+
+def role_check(role: str, task_prefix: str, components: Path, path: Path) -> subprocess.CompletedProcess[str]:
+    """Run the `validate` command of the role's task named ``task_prefix…`` on ``path``."""
+    tasks = yaml.safe_load((ROLES / role / "tasks" / "configure.yml").read_text())
+    (task,) = [t for t in tasks if t["name"].startswith(task_prefix)]
+    args = task.get("ansible.builtin.template") or task.get("ansible.builtin.copy")
+    command = args["validate"]
+    for var, rel in BINARIES.items():
+        command = command.replace("{{ " + var + " }}", str(components / rel))
+    assert "{{" not in command, command
+    argv = [a.replace("%s", str(path)) for a in shlex.split(command)]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_scrape_config_passes_the_dry_run(components: Path, rendered: Path) -> None:
+    res = role_check("victoriametrics", "Write the scrape configuration", components, rendered / "scrape.yml")
+    assert res.returncode == 0, res.stderr
+
+
+def test_broken_scrape_config_is_refused(components: Path, rendered: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "scrape.yml"
+    bad.write_text(rendered.joinpath("scrape.yml").read_text().replace("scrape_timeout:", "scrape_timeuot:"))
+    res = role_check("victoriametrics", "Write the scrape configuration", components, bad)
+    assert res.returncode != 0
+    assert "field scrape_timeuot not found" in res.stderr
+
+
+@pytest.mark.parametrize(
+    "rules", sorted((ROLES / "vmalert" / "files" / "rules").glob("*.yml")), ids=lambda p: p.name
+)
+def test_shipped_rules_pass_vmalert_dry_run(components: Path, rules: Path) -> None:
+    res = role_check("vmalert", "Install the shipped rule files", components, rules)
+    assert res.returncode == 0, res.stderr
+
+
+def test_broken_rule_is_refused(components: Path, tmp_path: Path) -> None:
+    shipped = (ROLES / "vmalert" / "files" / "rules" / "vigil-targets.yml").read_text()
+    bad = tmp_path / "bad.yml"
+    bad.write_text(shipped.replace("expr: sum by (job) (up)\n", "expr: sum by (job) (up\n", 1))
+    res = role_check("vmalert", "Install the shipped rule files", components, bad)
+    assert res.returncode != 0
+    assert 'invalid expression for rule "vigil_targets"."job:up:sum"' in res.stderr
+
+
+def test_alertmanager_config_passes_amtool(components: Path, rendered: Path) -> None:
+    res = role_check(
+        "alertmanager", "Write the Alertmanager configuration", components, rendered / "alertmanager.yml"
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "SUCCESS" in res.stdout
+
+
+def test_alertmanager_config_with_an_unknown_receiver_is_refused(
+    components: Path, rendered: Path, tmp_path: Path
+) -> None:
+    bad = tmp_path / "alertmanager.yml"
+    bad.write_text(
+        rendered.joinpath("alertmanager.yml")
+        .read_text()
+        .replace("receiver: vigil-default", "receiver: pager")
+    )
+    res = role_check("alertmanager", "Write the Alertmanager configuration", components, bad)
+    assert res.returncode != 0
+    assert 'undefined receiver "pager" used in route' in res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("name", ["default.tmpl", "email.tmpl"])
+def test_debian_notification_templates_parse(components: Path, name: str) -> None:
+    res = role_check(
+        "alertmanager",
+        "Install the default notification templates",
+        components,
+        ROLES / "alertmanager" / "files" / name,
+    )
+    assert res.returncode == 0, res.stderr
+
+
+def test_broken_notification_template_is_refused(components: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "default.tmpl"
+    bad.write_text('{{ define "__subject" }}{{ .Status \n')
+    res = role_check("alertmanager", "Install the default notification templates", components, bad)
+    assert res.returncode != 0
+    assert re.search(r"unclosed action|unexpected", res.stderr), res.stderr
+
+
+def test_notification_templates_render_the_default_subject(components: Path) -> None:
+    """The names Alertmanager's receivers look up exist and render with amtool's sample data."""
+    amtool = components / "prometheus-alertmanager" / "bin" / "amtool"
+    files = ROLES / "alertmanager" / "files"
+    for name in (
+        "email.default.subject",
+        "email.default.html",
+        "slack.default.title",
+        "pagerduty.default.description",
+    ):
+        res = subprocess.run(
+            [
+                str(amtool),
+                "template",
+                "render",
+                f"--template.glob={files}/*.tmpl",
+                '--template.text={{ template "' + name + '" . }}',
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert res.returncode == 0, f"{name}: {res.stderr}"
+        assert res.stdout.strip(), name
