@@ -16,6 +16,9 @@ declare -A want=(
   [ssh-keygen]=openssh-client
   [chattr]=e2fsprogs
   [mount]=mount
+  # the Slurm job map scripts (tests/unit/jobmap): POSIX sh lint, exposition format check
+  [shellcheck]=shellcheck
+  [promtool]=prometheus
 )
 # file -> package (things that are not commands)
 declare -A want_files=(
