@@ -51,6 +51,7 @@ def slurm_conf(hosts: tuple[Host, ...] = HOSTS) -> str:
         "SlurmdTimeout=60",
         "InactiveLimit=0",
         "MinJobAge=300",
+        "MaxJobCount=50000",
         "KillWait=10",
         "Waittime=0",
     ]

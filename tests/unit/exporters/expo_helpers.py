@@ -59,14 +59,13 @@ def parse_exposition(text: str) -> dict[str, list[tuple[dict[str, str], float]]]
 
 
 def promtool_check(text: str, *, allow: tuple[str, ...] = ()) -> None:
-    """`promtool check metrics` when promtool is installed (Debian package prometheus).
+    """`promtool check metrics` (Debian package prometheus, installed by scripts/system-deps.sh).
 
     ALLOW lists lint messages accepted on purpose (the DCGM names and labels are kept exactly as
     dcgm-exporter emits them, which the naming lint dislikes); a parse error is never accepted.
     """
     promtool = shutil.which("promtool")
-    if promtool is None:
-        return
+    assert promtool is not None, "promtool is missing: run `bash scripts/system-deps.sh` as root"
     cp = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
     out = (cp.stdout + cp.stderr).strip()
     if cp.returncode == 0:
