@@ -117,21 +117,28 @@ jm_lock() {
   _tries=0 _nopid=0
   _max=$((JM_LOCK_TIMEOUT * 20))
   until mkdir -- "$_ld" 2>/dev/null; do
+    _tries=$((_tries + 1))
     if [ ! -d "$_ld" ]; then
-      jm_log err "job $JM_JOB: cannot write $JM_DIR (read-only?); job map not changed"
-      return 1
+      # released just now, or a directory no one can write into
+      if [ ! -w "$JM_DIR" ] || [ "$_tries" -gt "$_max" ]; then
+        jm_log err "job $JM_JOB: cannot write $JM_DIR (read-only?); job map not changed"
+        return 1
+      fi
+      continue
     fi
     _pid=
     { read -r _pid <"$_ld/pid"; } 2>/dev/null
     case $_pid in
       '' | *[!0-9]*)
-        # a holder between mkdir and writing its pid, or one that died right there
+        # a holder between mkdir and writing its pid (or releasing): stale only if it stays so
         _nopid=$((_nopid + 1))
         [ "$_nopid" -lt 40 ] || _jm_break "$_ld" ""
         ;;
-      *) kill -0 "$_pid" 2>/dev/null || _jm_break "$_ld" "$_pid" ;;
+      *)
+        _nopid=0
+        kill -0 "$_pid" 2>/dev/null || _jm_break "$_ld" "$_pid"
+        ;;
     esac
-    _tries=$((_tries + 1))
     if [ "$_tries" -gt "$_max" ]; then
       jm_log err "job $JM_JOB: $_ld still held after ${JM_LOCK_TIMEOUT}s; job map not changed"
       return 1
