@@ -22,7 +22,7 @@ system-deps:
 	bash scripts/system-deps.sh
 
 demo: system-deps $(STAMP)
-	$(BIN)/vigil demo --workdir $(DEMO_DIR)
+	$(BIN)/vigil demo --workdir $(DEMO_DIR) $(DEMO_ARGS)
 
 test: system-deps $(STAMP)
 	$(BIN)/pytest -q tests
