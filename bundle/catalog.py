@@ -17,13 +17,17 @@ Catalog format::
           usr/bin/prometheus-node-exporter: bin/node_exporter
 
 Source kinds: ``url`` (``url`` + ``sha256`` or ``checksum_url``), ``deb`` (``package``,
-``version``), ``wheel`` (``requirements`` or ``pyproject``, ``python_version``, ``platform``,
+``version``, optional ``ship``), ``wheel`` (``requirements`` or ``pyproject``, ``python_version``, ``platform``,
 optional ``index_url``), ``file`` (``path`` + ``sha256``), ``project`` (``path``, built at build time).
 
 ``files`` keys: an exact member name; a directory ending in ``/`` (its whole subtree, mapped under
 the value, which must then be ``""`` or end in ``/``); or a glob such as ``*.whl`` (each match
 placed under the value directory by its basename). For a single file (a plain download, a wheel,
 a local file) the member name is the file's own name.
+
+A ``deb`` source is unpacked (``files`` name members of its data archive) unless it says
+``ship: deb``: then the .deb itself is shipped whole, its ``files`` key matching the package's
+file name (``"*.deb": debs/``), for roles that install it on hosts with ``dpkg -i``.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ import yaml
 from bundle.errors import CatalogError
 
 KINDS = ("url", "deb", "wheel", "file", "project")
+DEB_SHIP = ("files", "deb")  # a deb source: unpack the listed members, or ship the .deb whole
 CATALOG_DIR = Path(__file__).resolve().parent / "catalog"
 LOCK_FORMAT = 1
 
@@ -67,6 +72,7 @@ class UrlSource:
 class DebSource:
     package: str
     version: str
+    ship: Literal["files", "deb"] = "files"
     kind: Literal["deb"] = "deb"
 
 
@@ -151,6 +157,7 @@ class LockedComponent:
     kind: str
     artifacts: tuple[LockedArtifact, ...]
     files: tuple[tuple[str, str], ...]
+    ship: str = "files"  # deb only: "deb" ships the .deb whole instead of unpacking it
     base_dir: Path = field(default=Path("."), compare=False)  # directory of the lock file
 
     @property
@@ -280,9 +287,12 @@ def _source(chk: _Check, value: object, where: str) -> Source:
             raise chk.fail(w, "give sha256 or checksum_url, not both")
         return UrlSource(url=str(chk.url(data, "url", w)), sha256=sha, checksum_url=sums)
     if kind == "deb":
-        chk.keys(data, w, ("kind", "package", "version"))
+        chk.keys(data, w, ("kind", "package", "version"), ("ship",))
+        ship = data.get("ship", "files")
+        if ship not in DEB_SHIP:
+            raise chk.fail(w, f"ship {ship!r} is not one of {', '.join(DEB_SHIP)}")
         return DebSource(package=str(chk.string(data, "package", w)),
-                         version=str(chk.string(data, "version", w)))
+                         version=str(chk.string(data, "version", w)), ship=ship)
     if kind == "wheel":
         chk.keys(data, w, ("kind", "python_version", "platform"),
                  ("requirements", "pyproject", "index_url"))
@@ -415,6 +425,8 @@ def _lock_component(cat: Catalog, comp: Component) -> dict[str, Any]:
         pkg = _apt.resolve(src.package, src.version, cat.arch, obj=obj)
         artifacts.append({"filename": pkg.filename, "url": pkg.url, "sha256": pkg.sha256,
                           "size": pkg.size, "name": pkg.package, "version": pkg.version})
+        if src.ship != "files":
+            extra = {"ship": src.ship}
     elif isinstance(src, WheelSource):
         reqs = list(src.requirements)
         if src.pyproject is not None:
@@ -541,10 +553,13 @@ def _locked_component(chk: _Check, value: object, index: int, base: Path) -> Loc
         raise chk.fail(f"components[{index}]", f"name {name!r} is not a valid component name")
     where = f"component {name!r}"
     chk.keys(data, where, ("name", "version", "license", "kind", "artifacts", "files"),
-             ("requirements", "python_version", "platforms", "index_url"))
+             ("requirements", "python_version", "platforms", "index_url", "ship"))
     kind = data["kind"]
     if kind not in KINDS:
         raise chk.fail(where, f"kind {kind!r} is not one of {', '.join(KINDS)}")
+    ship = data.get("ship", "files")
+    if "ship" in data and (kind != "deb" or ship not in DEB_SHIP):
+        raise chk.fail(where, f"ship {ship!r} is only for deb components, one of {', '.join(DEB_SHIP)}")
     arts = data["artifacts"]
     if not isinstance(arts, list) or not arts:
         raise chk.fail(where, "artifacts must be a non-empty list")
@@ -552,7 +567,7 @@ def _locked_component(chk: _Check, value: object, index: int, base: Path) -> Loc
     return LockedComponent(
         name=name, version=str(chk.string(data, "version", where)),
         license=str(chk.string(data, "license", where)), kind=kind, artifacts=artifacts,
-        files=_files(chk, data["files"], where), base_dir=base,
+        files=_files(chk, data["files"], where), ship=str(ship), base_dir=base,
     )
 
 

@@ -75,7 +75,9 @@ def fetch_component(
         local = _obtain(comp, art, cache, progress)
         upstream_url = art.url or local_uri(comp, art)
         assert art.sha256 is not None
-        if comp.kind == "deb":
+        if comp.kind == "deb" and comp.ship == "deb":
+            extracted = _stage_single(comp, art, local, out_dir, per_artifact=False)
+        elif comp.kind == "deb":
             obj = f"{comp.name}: {art.filename}"
             extracted = _extract.extract_deb(local, files, out_dir, obj=obj)
         elif comp.kind == "url" and _extract.is_archive(art.filename):
