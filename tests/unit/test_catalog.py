@@ -58,7 +58,8 @@ def test_shipped_catalogs_load() -> None:
     assert debian.channel == "debian" and debian.arch == "amd64"
     names = [c.name for c in debian.components]
     assert names == ["victoria-metrics", "prometheus-alertmanager", "prometheus-node-exporter",
-                     "vigil-deps", "vigil", "vigil-exporters"]
+                     "libauparse0", "auditd", "libestr0", "libfastjson4", "liblognorm5", "rsyslog",
+                     "rsyslog-gnutls", "vigil-deps", "vigil", "vigil-exporters"]
     am = next(c for c in debian.components if c.name == "prometheus-alertmanager")
     assert am.files_map["usr/bin/prometheus-alertmanager"] == "bin/alertmanager"
     upstream = load_catalog(CATALOG_DIR / "upstream.yaml")
