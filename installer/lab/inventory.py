@@ -11,6 +11,18 @@ from installer.lab import _files
 from installer.lab.hosts import GROUPS, HOSTS, Host
 from installer.lab.paths import LabPaths
 
+#: Group variables of the lab: the exporters the lab can run (the GPU simulator stands in for
+#: dcgm-exporter, with no power noise so per-job energy is exact), scraped every 10 s.
+GROUP_VARS: dict[str, dict[str, Any]] = {
+    "monitoring": {"victoriametrics_scrape_interval": "10s", "victoriametrics_scrape_timeout": "5s"},
+    "slurm_controller": {"slurm_exporter_enabled": True},
+    "gpu_nodes": {
+        "dcgm_exporter_enabled": True,
+        "dcgm_exporter_mode": "simulated",
+        "dcgm_exporter_simulator_power_noise": 0,
+    },
+}
+
 HEADER = "# Written by `vigil lab up`; rewritten on every run, removed by `vigil lab down`. Do not edit.\n"
 
 
@@ -19,6 +31,8 @@ def inventory_data(paths: LabPaths, hosts: tuple[Host, ...] = HOSTS) -> dict[str
     children: dict[str, Any] = {}
     for group in GROUPS:
         children[group] = {"hosts": {h.name: {"ansible_host": h.ip} for h in hosts if group in h.groups}}
+        if GROUP_VARS.get(group):
+            children[group]["vars"] = dict(GROUP_VARS[group])
     return {
         "all": {
             "vars": {
