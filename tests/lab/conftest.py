@@ -90,3 +90,51 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     yield the_lab
     if os.environ.get("VIGIL_LAB_KEEP") != "1":
         the_lab.down()
+
+
+@dataclass
+class DeployedStack:
+    """The stack deployed on the lab from a real signed bundle (build → import → `vigil deploy`)."""
+
+    #: environment of the vigil CLI runs (VIGIL_HOME, VIGIL_CACHE, PYTHONPATH)
+    env: dict[str, str]
+    #: `vigil deploy --json` of the first deploy
+    first: dict[str, object]
+    tmp: Path
+
+
+def deploy_stack_from_bundle(lab: Lab, tmp: Path, cache: str) -> DeployedStack:
+    """Build and import a debian-channel bundle as a release would, and deploy it on the lab.
+
+    The same steps as tests/lab/test_deploy_stack.py's ``stack`` fixture, for modules that need the
+    deployed stack without repeating them.
+    """
+    import json
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "VIGIL_HOME": str(tmp / "home"), "VIGIL_CACHE": cache, "PYTHONPATH": str(repo)}
+
+    def vigil(*args: str) -> str:
+        res = subprocess.run([sys.executable, "-m", "installer.cli", *args], capture_output=True, text=True,
+                             env=env, cwd=repo, timeout=1500)
+        if res.returncode != 0:
+            pytest.fail(f"vigil {' '.join(args)} exited {res.returncode}\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}")
+        return res.stdout
+
+    vigil("keys", "generate", "--out", str(tmp / "release"))
+    vigil("trust", "init", "--key", str(tmp / "release.pub"), "--threshold", "1", "--out", str(tmp / "trust.json"))
+    vigil("trust", "install", str(tmp / "trust.json"))
+    vigil("bundle", "build", "--channel", "debian", "--version", "1", "--key", str(tmp / "release.key"),
+          "--out", str(tmp / "out"))
+    vigil("bundle", "import", str(tmp / "out" / "vigil-1-amd64.bundle"))
+    first = json.loads(vigil("deploy", "-i", str(lab.inventory), "--json"))
+    return DeployedStack(env=env, first=first, tmp=tmp)
+
+
+@pytest.fixture(scope="module")
+def deployed_stack(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> DeployedStack:
+    """Module-scoped: the stack deployed from a fresh bundle (see ``deploy_stack_from_bundle``)."""
+    tmp = tmp_path_factory.mktemp("deployed-stack")
+    cache = os.environ.get("VIGIL_CACHE", str(tmp_path_factory.getbasetemp() / "vigil-cache"))
+    return deploy_stack_from_bundle(lab, tmp, cache)

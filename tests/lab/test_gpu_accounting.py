@@ -1,0 +1,175 @@
+"""End to end: GPU energy and GPU-hours per Slurm account, from the deployed stack, in VictoriaMetrics.
+
+lab up → a debian bundle built, imported and deployed with `vigil deploy` (the lab inventory runs the
+GPU simulator on gpu01/gpu02 with no power noise, the Slurm exporter on ctl01, the Slurm job map
+prolog, and scrapes every 10 s) → GPU jobs under the accounts `physics` and `chemistry` → in
+VictoriaMetrics (HTTP to 198.18.0.10:8428 only):
+
+1. the DCGM series of each running job's GPUs carry `hpc_job`, one series per allocated GPU, and
+   `slurm_job_info` names the job's account;
+2. once the jobs have ended and their epilogs removed `slurm_job_info`, the plain join finds nothing,
+   while the join over `last_over_time(slurm_job_info[w])` still attributes every job: the pattern
+   the accounting recording rules use (issue 5);
+3. per account, the joined GPU energy equals busy power × joined GPU time within 2 %, both ways,
+   and the GPU time matches what Slurm ran (GPUs × seconds) to within the scrape granularity.
+
+Why energy is exact: the simulator integrates the power it shows between its scrapes, and a GPU is
+busy from the first scrape that sees the job in the map to the first that no longer does; so between
+the first and the last sample labelled `hpc_job=<id>` the counter grows by exactly 350 W × the time
+between those samples (`tlast_over_time - tfirst_over_time`).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.lab
+
+REPO = Path(__file__).resolve().parents[2]
+MON = "198.18.0.10"
+BUSY_W = 350.0  # dcgm_exporter_simulator_busy_power, the role default the lab keeps
+SCRAPE_S = 10  # the lab inventory's victoriametrics_scrape_interval
+ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+#: (account, user, GPUs, seconds)
+JOBS = [("physics", "alice", 2, 60), ("physics", "alice", 1, 40), ("chemistry", "bob", 3, 60)]
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def query(expr: str) -> list[dict[str, Any]]:
+    url = f"http://{MON}:8428/api/v1/query?query={urllib.parse.quote(expr)}"
+    assert url.startswith("http://198.18.0."), url  # the lab only
+    with _NO_PROXY.open(url, timeout=20) as resp:
+        data = json.loads(resp.read().decode())
+    assert data["status"] == "success", data
+    return list(data["data"]["result"])
+
+
+def by(series: list[dict[str, Any]], label: str) -> dict[str, float]:
+    return {s["metric"].get(label, ""): float(s["value"][1]) for s in series}
+
+
+def wait_for(what: str, check: Any, timeout: float, every: float = 3) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(every)
+
+
+def joined(expr_left: str, ids: str, window: str) -> str:
+    """``expr_left`` per GPU series, attributed to the account of its job: the accounting join."""
+    return (f"sum by (account) (({expr_left}) * on(hpc_job) group_left(account) "
+            f'last_over_time(slurm_job_info{{hpc_job=~"{ids}"}}[{window}]))')
+
+
+@pytest.fixture(scope="module")
+def ran_jobs(lab: Any, deployed_stack: Any) -> dict[str, Any]:
+    assert deployed_stack.first["ok"] is True, deployed_stack.first
+    wait_for("the GPU simulators and the Slurm exporter to be scraped",
+             lambda: by(query('up{job=~"dcgm_exporter|slurm_exporter"}'), "instance")
+             == {"gpu01": 1.0, "gpu02": 1.0, "ctl01": 1.0}, 120)
+    t0 = time.time()
+    jobs: dict[str, tuple[str, str, int, int]] = {}
+    try:
+        for account, user, gpus, seconds in JOBS:
+            res = subprocess.run(
+                [sys.executable, "-m", "installer.cli", "lab", "job", "--account", account, "--user", user,
+                 "--gpus", str(gpus), "--seconds", str(seconds)],
+                capture_output=True, text=True, cwd=REPO, timeout=120, env=deployed_stack.env)
+            assert res.returncode == 0, res.stderr
+            jobs[res.stdout.strip().splitlines()[-1]] = (account, user, gpus, seconds)
+        ids = "|".join(jobs)
+        # 1. while they run: hpc_job on every allocated GPU's series, slurm_job_info with the account
+        running = wait_for(
+            "every job's GPUs to carry hpc_job in VictoriaMetrics",
+            lambda: (lambda s: s if {j: sum(1 for x in s if x["metric"]["hpc_job"] == j) for j in jobs}
+                     == {j: g for j, (_, _, g, _) in jobs.items()} else None)(
+                query(f'DCGM_FI_DEV_POWER_USAGE{{hpc_job=~"{ids}"}}')), 90)
+        info = wait_for("slurm_job_info of every job",
+                        lambda: (lambda s: s if len(s) == len(jobs) else None)(
+                            query(f'slurm_job_info{{hpc_job=~"{ids}"}}')), 60)
+        # 2. until they have ended and their epilogs have run
+        wait_for("the jobs' epilogs to remove slurm_job_info and the GPU map lines",
+                 lambda: not query(f'slurm_job_info{{hpc_job=~"{ids}"}}')
+                 and not query(f'{ENERGY}{{hpc_job=~"{ids}"}}'), 180, every=5)
+    finally:
+        lab.ssh("ctl01", "scancel " + " ".join(jobs), check=False) if jobs else None
+    window = f"{int(time.time() - t0) + 60}s"
+    return {"jobs": jobs, "ids": ids, "window": window, "running": running, "info": info}
+
+
+def test_running_jobs_tag_their_gpus_with_hpc_job(ran_jobs: dict[str, Any]) -> None:
+    info = {s["metric"]["hpc_job"]: s["metric"] for s in ran_jobs["info"]}
+    for job, (account, user, gpus, _) in ran_jobs["jobs"].items():
+        assert (info[job]["account"], info[job]["user"], info[job]["partition"]) == (account, user, "gpu")
+        mine = [s["metric"] for s in ran_jobs["running"] if s["metric"]["hpc_job"] == job]
+        assert len({m["gpu"] for m in mine}) == gpus
+        # the GPU series come from the node the prolog ran on
+        assert {m["Hostname"] for m in mine} == {info[job]["node"]} and {m["instance"] for m in mine} == {
+            info[job]["node"]}
+        assert all(float(s["value"][1]) == BUSY_W for s in ran_jobs["running"] if s["metric"]["hpc_job"] == job)
+
+
+def test_finished_jobs_join_only_through_last_over_time(ran_jobs: dict[str, Any]) -> None:
+    ids, window = ran_jobs["ids"], ran_jobs["window"]
+    plain = f'sum by (account) ({ENERGY}{{hpc_job=~"{ids}"}} * on(hpc_job) group_left(account) slurm_job_info)'
+    assert query(plain) == []  # slurm_job_info is gone with the epilog
+    held = joined(f'last_over_time({ENERGY}{{hpc_job=~"{ids}"}}[{window}])', ids, window)
+    assert set(by(query(held), "account")) == {"physics", "chemistry"}
+
+
+def test_energy_and_gpu_hours_per_account_match_the_known_power(ran_jobs: dict[str, Any]) -> None:
+    ids, window = ran_jobs["ids"], ran_jobs["window"]
+    sel = f'{ENERGY}{{hpc_job=~"{ids}"}}[{window}]'
+    joules = by(query(joined(f"(max_over_time({sel}) - min_over_time({sel})) / 1000", ids, window)), "account")
+    gpu_hours = by(query(joined(f"(tlast_over_time({sel}) - tfirst_over_time({sel})) / 3600", ids, window)),
+                   "account")
+    assert set(joules) == set(gpu_hours) == {"physics", "chemistry"}, (joules, gpu_hours)
+    slurm_gpu_s: dict[str, float] = {}
+    gpu_series: dict[str, int] = {}
+    for account, _, gpus, seconds in ran_jobs["jobs"].values():
+        slurm_gpu_s[account] = slurm_gpu_s.get(account, 0) + gpus * seconds
+        gpu_series[account] = gpu_series.get(account, 0) + gpus
+    for account in joules:
+        implied_j = BUSY_W * gpu_hours[account] * 3600
+        assert abs(joules[account] - implied_j) <= 0.02 * implied_j, (account, joules[account], implied_j)
+        implied_h = joules[account] / BUSY_W / 3600
+        assert abs(gpu_hours[account] - implied_h) <= 0.02 * implied_h, (account, gpu_hours[account], implied_h)
+        # what Slurm ran, seen through 10 s scrapes: each GPU series loses or gains at most two intervals
+        # (start and end; the prolog runs before the job and the epilog after it)
+        slack = gpu_series[account] * 2 * SCRAPE_S
+        assert abs(gpu_hours[account] * 3600 - slurm_gpu_s[account]) <= slack, (
+            account, gpu_hours[account] * 3600, slurm_gpu_s[account])
+
+
+def test_the_exporters_run_hardened_as_their_own_users(lab: Any, deployed_stack: Any) -> None:
+    for host, unit in (("gpu01", "vigil-gpusim"), ("gpu02", "vigil-gpusim"), ("ctl01", "vigil-slurm-exporter")):
+        props = dict(line.split("=", 1) for line in lab.ssh(
+            host, f"systemctl show {unit} -p ActiveState,User,NoNewPrivileges,ProtectSystem,PrivateDevices,"
+                  "CapabilityBoundingSet").stdout.splitlines() if "=" in line)
+        assert props["ActiveState"] == "active", (host, unit, props)
+        assert props["User"] == unit and props["NoNewPrivileges"] == "yes", props
+        assert props["ProtectSystem"] == "strict" and props["PrivateDevices"] == "yes", props
+        assert props["CapabilityBoundingSet"] == "", props
+        shell = lab.ssh(host, f"getent passwd {unit}").stdout.strip().rsplit(":", 1)[-1]
+        assert shell.endswith("nologin")
+
+
+def test_second_deploy_changes_nothing(lab: Any, deployed_stack: Any, ran_jobs: dict[str, Any]) -> None:
+    res = subprocess.run([sys.executable, "-m", "installer.cli", "deploy", "-i", str(lab.inventory), "--json"],
+                         capture_output=True, text=True, env=deployed_stack.env, cwd=REPO, timeout=1500)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    second = json.loads(res.stdout)
+    assert {h: c["changed"] for h, c in second["hosts"].items()} == {"ctl01": 0, "gpu01": 0, "gpu02": 0, "mon01": 0}
