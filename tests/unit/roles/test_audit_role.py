@@ -1,0 +1,418 @@
+"""Role `audit`: its structure, its templates rendered by Ansible, the rules checker, the audit CA.
+
+The rules checker is what stands between a template and `augenrules --load` (auditctl has no dry
+run): each refusal below is a line that would make auditctl fail or do more than add vigil's rules.
+The CA script runs for real with openssl: files and modes, idempotence, names, reissue, and a chain
+that `openssl verify` accepts for the right purpose only.
+"""
+
+from __future__ import annotations
+
+import configparser
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.unit.roles.rendering import BIN, ROLES, SAMPLE_INVENTORY, ansible_env, contract_vars
+
+ROLE = ROLES / "audit"
+FILES = ROLE / "files"
+
+
+def load(path: Path) -> Any:
+    return yaml.safe_load(path.read_text())
+
+
+def module(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, FILES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# --- structure ----------------------------------------------------------------------------------
+
+
+def test_defaults_and_argument_specs_agree() -> None:
+    defaults = load(ROLE / "defaults" / "main.yml")
+    options = load(ROLE / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"]
+    assert set(defaults) == set(options)
+    types = {bool: "bool", int: "int", str: "str", list: "list", dict: "dict"}
+    for name, value in defaults.items():
+        assert name.startswith("audit_"), name
+        assert options[name]["default"] == value, name
+        assert options[name]["type"] == types[type(value)], name
+        assert len(options[name]["description"]) > 20, name
+
+
+def test_vars_are_underscored_and_main_wires_the_phases() -> None:
+    assert all(k.startswith("_audit_") for k in load(ROLE / "vars" / "main.yml"))
+    tasks = load(ROLE / "tasks" / "main.yml")
+    assert [t["ansible.builtin.import_tasks"] for t in tasks] == [
+        "preflight.yml", "install.yml", "configure.yml", "run.yml"]
+    for t in tasks:
+        phase = t["ansible.builtin.import_tasks"].removesuffix(".yml")
+        assert t["tags"] == ["audit", f"audit_{phase}"]
+
+
+def _tasks(path: Path) -> list[dict[str, Any]]:
+    out = []
+    for task in load(path) or []:
+        out += [task, *task.get("block", []), *task.get("rescue", [])]
+    return out
+
+
+def test_commands_say_whether_they_changed_and_configs_are_validated() -> None:
+    for path in (ROLE / "tasks").glob("*.yml"):
+        for task in _tasks(path):
+            if any(k in task for k in ("ansible.builtin.command", "ansible.builtin.shell", "ansible.builtin.script")):
+                assert "changed_when" in task, f"{path.name}: {task['name']}"
+    configure = {t["name"]: t for t in _tasks(ROLE / "tasks" / "configure.yml")}
+    rules = configure["Install vigil's audit rules"]["ansible.builtin.template"]
+    assert rules["validate"] == "{{ _audit_check_rules }}"
+    assert "%s" in load(ROLE / "vars" / "main.yml")["_audit_check_rules"]
+    rsyslog = configure["Configure rsyslog's forwarding of the audit trail"]["ansible.builtin.template"]
+    assert rsyslog["validate"] == "/usr/sbin/rsyslogd -N1 -f %s"
+    assert "%s" in configure["Make journald persistent, capped in size and age"]["ansible.builtin.template"]["validate"]
+
+
+def test_handlers_reload_systemd_and_skip_check_mode() -> None:
+    for h in load(ROLE / "handlers" / "main.yml"):
+        assert h["name"].startswith("Restart ")
+        assert h["ansible.builtin.systemd_service"]["daemon_reload"] is True
+        assert h["when"] == "not ansible_check_mode"
+
+
+def test_templates_say_they_are_managed() -> None:
+    templates = sorted(ROLE.glob("templates/*.j2"))
+    assert len(templates) == 5
+    for t in templates:
+        assert t.read_text().startswith("{{ ansible_managed | comment }}"), t
+
+
+def test_ca_material_is_made_on_the_controller_only() -> None:
+    configure = {t["name"]: t for t in _tasks(ROLE / "tasks" / "configure.yml")}
+    for name in ("Make the audit CA on the controller", "Issue this host's certificate from the audit CA"):
+        assert configure[name]["delegate_to"] == "localhost"
+        assert configure[name]["become"] is False
+    assert configure["Make the audit CA on the controller"]["run_once"] is True
+    copy = configure["Copy the CA certificate, this host's certificate and key"]
+    modes = {i["dest"]: i["mode"] for i in copy["loop"]}
+    assert modes["ca.crt"] == "0644" and modes["{{ _audit_cert_usage }}.key"] == "0600"
+
+
+# --- templates rendered by Ansible --------------------------------------------------------------
+
+TEMPLATES = {
+    "vigil.rules": "vigil.rules.j2",
+    "journald.conf": "journald.conf.j2",
+    "rsyslog.conf": "rsyslog-vigil.conf.j2",
+    "prune.service": "vigil-audit-prune.service.j2",
+    "prune.timer": "vigil-audit-prune.timer.j2",
+}
+
+
+def render(tmp: Path, host: str, extra: dict[str, Any] | None = None,
+           present: list[str] | None = None) -> dict[str, str]:
+    """Render the role's templates for ``host`` of the sample inventory, with the role's defaults and vars."""
+    out = tmp / f"rendered-{host}"
+    out.mkdir(parents=True, exist_ok=True)
+    defaults = load(ROLE / "defaults" / "main.yml")
+    everything = (defaults["audit_watch_config"] + defaults["audit_watch_keys"] + defaults["audit_watch_store"]
+                  + defaults["audit_exec_paths"] + defaults["audit_service_control_paths"])
+    tasks = [{"name": f"Render {name}",
+              "ansible.builtin.template": {"src": str(ROLE / "templates" / src), "dest": str(out / name),
+                                           "mode": "0644"}}
+             for name, src in TEMPLATES.items()]
+    play = [{"name": "Render the audit role's templates", "hosts": host, "gather_facts": False,
+             "vars_files": [str(ROLE / "defaults" / "main.yml"), str(ROLE / "vars" / "main.yml")],
+             "vars": {"__audit_present": present if present is not None else everything},
+             "tasks": tasks}]
+    (tmp / "play.yml").write_text(yaml.safe_dump(play, sort_keys=False))
+    (tmp / "inventory.yml").write_text(yaml.safe_dump(SAMPLE_INVENTORY, sort_keys=False))
+    (tmp / "extra.json").write_text(json.dumps({**contract_vars(tmp / "home"), **(extra or {})}))
+    res = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(tmp / "inventory.yml"), str(tmp / "play.yml"),
+                          "-e", f"@{tmp / 'extra.json'}"], capture_output=True, text=True,
+                         env=ansible_env(tmp), cwd=str(tmp), check=False)
+    assert res.returncode == 0, res.stdout[-5000:] + res.stderr[-2000:]
+    return {p.name: p.read_text() for p in out.iterdir()}
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return render(tmp_path_factory.mktemp("client"), "gpu01")
+
+
+@pytest.fixture(scope="module")
+def receiver(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return render(tmp_path_factory.mktemp("receiver"), "mon01")
+
+
+def rule_lines(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+
+
+def test_rules_cover_config_keys_store_vigil_and_service_control(client: dict[str, str]) -> None:
+    lines = rule_lines(client["vigil.rules"])
+    assert "-w /etc/vigil -p wa -k vigil-config" in lines
+    assert "-w /etc/systemd/system -p wa -k vigil-config" in lines
+    assert "-w /etc/audit -p wa -k vigil-config" in lines
+    assert "-w /etc/vigil/audit/tls -p wa -k vigil-keys" in lines
+    assert "-w /var/lib/vigil/audit -p wa -k vigil-keys" in lines
+    assert "-w /var/lib/vigil/bundles -p wa -k vigil-bundle-store" in lines
+    assert "-a always,exit -F path=/usr/local/bin/vigil -F perm=x -k vigil-exec" in lines
+    assert "-a always,exit -F path=/usr/bin/systemctl -F perm=x -k vigil-service-control" in lines
+    assert not any(ln.startswith("-e") for ln in lines)
+    assert module("check_audit_rules").check_text(client["vigil.rules"]) == []
+
+
+def test_rules_lock_last_only_when_asked_and_leave_out_paths_without_a_place(tmp_path: Path) -> None:
+    out = render(tmp_path, "gpu01", {"audit_lock_rules": True,
+                                      "audit_watch_store": ["/srv/vigil/bundles"],
+                                      "audit_extra_rules": ["-w /etc/sudoers -p wa -k site-sudoers"]},
+                 present=["/etc/vigil", "/usr/bin/systemctl"])
+    lines = rule_lines(out["vigil.rules"])
+    assert lines == ["-w /etc/vigil -p wa -k vigil-config",
+                     "-a always,exit -F path=/usr/bin/systemctl -F perm=x -k vigil-service-control",
+                     "-w /etc/sudoers -p wa -k site-sudoers",
+                     "-e 2"]
+    assert module("check_audit_rules").check_text(out["vigil.rules"]) == []
+
+
+def test_journald_is_persistent_with_size_and_retention(client: dict[str, str]) -> None:
+    ini = configparser.ConfigParser(strict=True)
+    ini.read_string(client["journald.conf"])
+    assert dict(ini["Journal"]) == {"storage": "persistent", "systemmaxuse": "2G", "maxretentionsec": "400d",
+                                    "forwardtosyslog": "yes"}
+
+
+def test_client_forwards_over_tls_to_the_receiver_by_name(client: dict[str, str]) -> None:
+    conf = client["rsyslog.conf"]
+    assert 'DefaultNetstreamDriverCertFile="/etc/vigil/audit/tls/client.crt"' in conf
+    assert 'DefaultNetstreamDriverKeyFile="/etc/vigil/audit/tls/client.key"' in conf
+    assert 'target="198.18.0.10" port="6514" protocol="tcp"' in conf
+    assert 'streamDriver="gtls" streamDriverMode="1" streamDriverAuthMode="x509/name"' in conf
+    assert 'streamDriverPermittedPeers="mon01"' in conf
+    assert 'queue.type="LinkedList"' in conf and 'queue.maxDiskSpace="1024m"' in conf
+    assert "imtcp" not in conf  # a client does not listen
+    assert 'if $programname startswith "vigil" or $syslogfacility-text == "auth" or ' \
+           '$syslogfacility-text == "authpriv" then' in conf
+    assert 'file="/var/log/audit/audit.log"' in conf
+
+
+def test_receiver_listens_on_its_cluster_address_for_known_clients(receiver: dict[str, str]) -> None:
+    conf = receiver["rsyslog.conf"]
+    assert 'DefaultNetstreamDriverCertFile="/etc/vigil/audit/tls/server.crt"' in conf
+    assert 'input(type="imtcp" address="198.18.0.10" port="6514" ruleset="vigil_remote")' in conf
+    assert 'streamDriver.authMode="x509/name"' in conf and 'streamDriver.mode="1"' in conf
+    peers = re.search(r"permittedPeer=\[(.*)\]", conf)
+    assert peers is not None
+    assert sorted(json.loads(f"[{peers.group(1)}]")) == ["ctl01", "gpu01", "gpu02", "login01"]
+    assert "/var/log/vigil-remote/%fromhost:::secpath-replace%/%$year%-%$month%-%$day%.log" in conf
+    assert "omfwd" not in conf  # the receiver keeps its own lines locally
+
+
+def test_rsyslog_config_is_accepted_by_rsyslogd(client: dict[str, str], receiver: dict[str, str],
+                                                tmp_path: Path) -> None:
+    rsyslogd = shutil.which("rsyslogd") or "/usr/sbin/rsyslogd"
+    if not Path(rsyslogd).exists():
+        pytest.skip("rsyslogd is not installed on this machine (the role validates on the host)")
+    for name, conf in (("client", client["rsyslog.conf"]), ("receiver", receiver["rsyslog.conf"])):
+        path = tmp_path / f"{name}.conf"
+        path.write_text(conf)
+        res = subprocess.run([rsyslogd, "-N1", "-f", str(path)], capture_output=True, text=True, check=False)
+        assert res.returncode == 0, (name, res.stderr)
+
+
+def test_pruning_removes_files_older_than_the_retention(receiver: dict[str, str]) -> None:
+    service = receiver["prune.service"]
+    assert ('ExecStart=/usr/bin/find /var/log/vigil-remote -mindepth 2 -maxdepth 2 -type f -name "*.log" '
+            "-mtime +400 -delete") in service
+    assert "ReadWritePaths=/var/log/vigil-remote" in service and "ProtectSystem=strict" in service
+    assert "OnCalendar=daily" in receiver["prune.timer"] and "Persistent=true" in receiver["prune.timer"]
+
+
+# --- the rules checker --------------------------------------------------------------------------
+
+GOOD = """\
+# comment
+-w /etc/vigil -p wa -k vigil-config
+-a always,exit -F path=/usr/bin/systemctl -F perm=x -k vigil-service-control
+-a always,exit -F arch=b64 -S adjtimex,settimeofday -F key=time-change
+-b 8192
+-e 2
+"""
+
+
+def test_checker_accepts_vigils_forms() -> None:
+    assert module("check_audit_rules").check_text(GOOD) == []
+
+
+@pytest.mark.parametrize(("line", "reason"), [
+    ("-D", "-D deletes every rule"),
+    ("-w etc/vigil -p wa -k k", "path 'etc/vigil' is not absolute"),
+    ("-w /etc/vi gil -p wa -k k", "-w takes -p and -k, not 'gil'"),
+    ("-w /etc/../vigil -p wa -k k", "'.' or '..' components"),
+    ("-w /etc/vigil -p wz -k k", "-p 'wz' must be made of r, w, x, a"),
+    ("-w /etc/vigil -p wa", "has no key"),
+    ("-w /etc/vigil -p wa -k " + "k" * 32, "1-31 of"),
+    ("-w /etc/vigil -p wa -k bad/key", "1-31 of"),
+    ("-a always,exit -F path=/usr/bin/systemctl -F perm=x", "rule has no key"),
+    ("-a exit,sometimes -F path=/x -F perm=x -k k", "must be list,action"),
+    ("-a always,exit -F pth=/x -k k", "-F field 'pth' is not one vigil uses"),
+    ("-a always,exit -F path>/x -k k", "-F path takes = or !="),
+    ("-a always,exit -F perm=x -k k", "-F perm needs -F path= or -F dir="),
+    ("-a always,exit -S openat -k k", "needs -F arch=b64 or b32"),
+    ("-a always,exit -F arch=b63 -S openat -k k", "-F arch='b63' must be b32 or b64"),
+    ("-a always,exit -F arch=b64 -S open;rm -k k", "is not a system call name"),
+    ("-e 3", "-e takes 0, 1 or 2"),
+    ("-x /etc", "unknown option '-x'"),
+    ('-w "/etc/vigil -p wa', "cannot be split into words"),
+])
+def test_checker_refuses(line: str, reason: str) -> None:
+    problems = module("check_audit_rules").check_text(f"-w /etc/vigil -p wa -k ok\n{line}\n", "f.rules")
+    assert problems and problems[0].startswith("f.rules:2: ") and reason in problems[0], problems
+
+
+def test_checker_refuses_rules_after_the_lock_and_exits_non_zero(tmp_path: Path) -> None:
+    path = tmp_path / "vigil.rules"
+    path.write_text("-e 2\n-w /etc/vigil -p wa -k vigil-config\n")
+    res = subprocess.run([sys.executable, str(FILES / "check_audit_rules.py"), str(path)],
+                         capture_output=True, text=True, check=False)
+    assert res.returncode == 1
+    assert res.stderr == f"{path}:2: rule after -e on line 1: -e must come last\n"
+    path.write_text(GOOD)
+    ok = subprocess.run([sys.executable, str(FILES / "check_audit_rules.py"), str(path)],
+                        capture_output=True, text=True, check=False)
+    assert (ok.returncode, ok.stdout, ok.stderr) == (0, "", "")
+
+
+# --- the audit CA -------------------------------------------------------------------------------
+
+needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
+
+
+def ca(directory: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    res = subprocess.run([sys.executable, str(FILES / "audit_ca.py"), "--dir", str(directory), *args],
+                         capture_output=True, text=True, check=False)
+    if check:
+        assert res.returncode == 0, res.stderr
+    return res
+
+
+def out(res: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    return dict(json.loads(res.stdout))
+
+
+def openssl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["openssl", *args], capture_output=True, text=True, check=False)
+
+
+@needs_openssl
+def test_ca_is_made_once_with_private_modes(tmp_path: Path) -> None:
+    d = tmp_path / "secrets" / "audit-ca"
+    assert out(ca(d, "ca"))["changed"] is True
+    first = (d / "ca.crt").read_bytes()
+    assert out(ca(d, "ca"))["changed"] is False
+    assert (d / "ca.crt").read_bytes() == first
+    assert d.stat().st_mode & 0o777 == 0o700
+    assert (d / "ca.key").stat().st_mode & 0o777 == 0o600
+    text = openssl("x509", "-in", str(d / "ca.crt"), "-noout", "-text").stdout
+    assert "CA:TRUE, pathlen:0" in text and "Certificate Sign" in text
+
+
+@needs_openssl
+def test_server_and_client_certificates_verify_for_their_purpose_only(tmp_path: Path) -> None:
+    d = tmp_path / "ca"
+    ca(d, "ca")
+    server = out(ca(d, "cert", "--host", "mon01", "--usage", "server", "--ip", "198.18.0.10"))
+    client = out(ca(d, "cert", "--host", "gpu01", "--usage", "client"))
+    assert server["changed"] and client["changed"]
+    assert Path(server["key"]).stat().st_mode & 0o777 == 0o600
+    assert (d / "hosts" / "gpu01").stat().st_mode & 0o777 == 0o700
+    cafile = str(d / "ca.crt")
+    assert openssl("verify", "-CAfile", cafile, "-purpose", "sslserver", server["cert"]).returncode == 0
+    assert openssl("verify", "-CAfile", cafile, "-purpose", "sslclient", client["cert"]).returncode == 0
+    assert openssl("verify", "-CAfile", cafile, "-purpose", "sslserver", client["cert"]).returncode != 0
+    san = openssl("x509", "-in", server["cert"], "-noout", "-ext", "subjectAltName").stdout
+    assert "DNS:mon01" in san and "IP Address:198.18.0.10" in san
+    # a certificate of another CA does not verify against this one
+    other = tmp_path / "other"
+    ca(other, "ca")
+    rogue = out(ca(other, "cert", "--host", "gpu01", "--usage", "client"))
+    assert openssl("verify", "-CAfile", cafile, "-purpose", "sslclient", rogue["cert"]).returncode != 0
+
+
+@needs_openssl
+def test_certificate_is_kept_until_names_ca_or_expiry_say_otherwise(tmp_path: Path) -> None:
+    d = tmp_path / "ca"
+    ca(d, "ca")
+    args = ("cert", "--host", "mon01", "--usage", "server", "--ip", "198.18.0.10")
+    ca(d, *args)
+    before = (d / "hosts" / "mon01" / "server.crt").read_bytes()
+    assert out(ca(d, *args)) | {"cert": "", "key": ""} == {"changed": False, "reason": "valid", "cert": "", "key": ""}
+    assert (d / "hosts" / "mon01" / "server.crt").read_bytes() == before
+    moved = out(ca(d, "cert", "--host", "mon01", "--usage", "server", "--ip", "198.18.0.12"))
+    assert moved["changed"] and moved["reason"].startswith("names changed")
+    soon = out(ca(d, "cert", "--host", "mon01", "--usage", "server", "--ip", "198.18.0.12", "--renew-days", "900"))
+    assert soon["changed"] and soon["reason"] == "expires within 900 days"
+    # a host certificate left over from another CA is issued again
+    shutil.copy(tmp_path / "ca" / "hosts" / "mon01" / "server.crt", tmp_path / "keep.crt")
+    other = tmp_path / "other"
+    ca(other, "ca")
+    ca(other, "cert", "--host", "mon01", "--usage", "server", "--ip", "198.18.0.12")
+    for f in ("server.crt", "server.key"):
+        shutil.copy(other / "hosts" / "mon01" / f, d / "hosts" / "mon01" / f)
+    again = out(ca(d, "cert", "--host", "mon01", "--usage", "server", "--ip", "198.18.0.12"))
+    assert again["changed"] and again["reason"] == "did not verify against the CA"
+
+
+@needs_openssl
+def test_ca_refuses_half_a_ca_and_bad_host_names(tmp_path: Path) -> None:
+    d = tmp_path / "ca"
+    ca(d, "ca")
+    (d / "ca.key").unlink()
+    res = ca(d, "ca", check=False)
+    assert res.returncode == 1 and "holds only half of the CA" in res.stderr and res.stderr.startswith("FAIL: ")
+    assert (d / "ca.crt").exists()  # nothing was replaced
+    d2 = tmp_path / "ca2"
+    ca(d2, "ca")
+    bad = ca(d2, "cert", "--host", "../etc", "--usage", "client", check=False)
+    assert bad.returncode == 1 and "cannot name a directory" in bad.stderr
+    none = ca(tmp_path / "empty", "cert", "--host", "gpu01", "--usage", "client", check=False)
+    assert none.returncode == 1 and "no CA yet" in none.stderr
+
+
+# --- the probe and the package installer --------------------------------------------------------
+
+
+def test_probe_prints_one_json_object() -> None:
+    res = subprocess.run([sys.executable, str(FILES / "audit_probe.py")], capture_output=True, text=True,
+                         check=False, timeout=30)
+    data = json.loads(res.stdout)
+    assert set(data) == {"available", "enabled", "reason"}
+    assert data["available"] is (data["enabled"] is not None)
+
+
+@pytest.mark.skipif(shutil.which("dpkg-query") is None, reason="needs dpkg")
+def test_install_debs_skips_packages_installed_at_that_version_or_newer(tmp_path: Path) -> None:
+    deb = tmp_path / "x.deb"
+    deb.write_bytes(b"not used")
+    script = str(FILES / "install-debs")
+    res = subprocess.run(["sh", script, "--check", f"dpkg=0.1={deb}", f"vigil-no-such-package=1.0-1={deb}"],
+                         capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == "install: vigil-no-such-package 1.0-1\n"
+    missing = subprocess.run(["sh", script, "--check", f"dpkg=0.1={tmp_path / 'gone.deb'}"],
+                             capture_output=True, text=True, check=False)
+    assert missing.returncode == 2 and "no such file" in missing.stderr
