@@ -191,3 +191,60 @@ def test_notification_templates_render_the_default_subject(components: Path) -> 
         )
         assert res.returncode == 0, f"{name}: {res.stderr}"
         assert res.stdout.strip(), name
+
+
+def test_bundle_exporters_wheel_serves_every_collectors_csv_field(components: Path, tmp_path: Path) -> None:
+    """The bundle's exporters wheel, unpacked by the roles' own script, runs the simulator with the
+    `dcgm_exporter` role's command line and serves every field of the production collectors CSV,
+    with the CSV's types: the lab's series are the ones the alert rules will see from dcgm-exporter."""
+    import csv
+    import hashlib
+    import socket
+    import time
+    import urllib.request
+
+    (wheel,) = (components / "vigil-exporters" / "wheels").glob("vigil_exporters-*.whl")
+    sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    version = wheel.name.split("-")[1]
+    script = (ROLES / "dcgm_exporter" / "files" / "unpack_wheel.py").read_text()
+    res = subprocess.run([sys.executable, "-", str(wheel), str(tmp_path), version, sha, "2"], input=script,
+                         capture_output=True, text=True, check=False)
+    assert (res.returncode, res.stdout) == (0, "unpacked\n"), res.stderr
+    args = yaml.safe_load((ROLES / "dcgm_exporter" / "vars" / "main.yml").read_text())[
+        "_dcgm_exporter_simulator_exec_start"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    values = {"_dcgm_exporter_address": f"127.0.0.1:{port}", "dcgm_exporter_jobmap_dir": str(tmp_path / "jobmap"),
+              "dcgm_exporter_simulator_faults_file": str(tmp_path / "faults.json"),
+              "dcgm_exporter_simulator_gpus": "4", "dcgm_exporter_simulator_model": "NVIDIA H100 80GB HBM3",
+              "dcgm_exporter_simulator_busy_power": "350", "dcgm_exporter_simulator_idle_power": "60",
+              "dcgm_exporter_simulator_power_noise": "0", "inventory_hostname": "gpu01"}
+    argv = [re.sub(r"\{\{ (\w+) \}\}", lambda m: values[m.group(1)], a).replace('"', "") for a in args]
+    proc = subprocess.Popen([sys.executable, *argv[1:]], cwd="/", env={"PYTHONPATH": str(tmp_path / "current"
+                            if (tmp_path / "current").exists() else tmp_path / version)},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                    text = r.read().decode()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.3)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.MULTILINE))
+    rows = [[c.strip() for c in r] for r in csv.reader(
+        (ROLES / "dcgm_exporter" / "files" / "vigil-counters.csv").read_text().splitlines())
+        if r and not r[0].startswith("#")]
+    for name, kind, _ in rows:
+        if kind == "label":
+            assert f'{name}="' in text, name
+        else:
+            assert types.get(name) == kind, (name, types.get(name))
+    assert 'Hostname="gpu01"' in text and 'modelName="NVIDIA H100 80GB HBM3"' in text
