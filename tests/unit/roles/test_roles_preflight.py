@@ -35,6 +35,32 @@ def test_receiver_outside_the_site_is_refused(tmp_path: Path) -> None:
     assert "`alertmanager_webhook_url`" in out and "`alertmanager_site_hosts`" in out
 
 
+def _sub(tmp: Path, name: str) -> Path:
+    (tmp / name).mkdir()
+    return tmp / name
+
+
+def test_page_webhook_or_smtp_relay_outside_the_site_is_refused(tmp_path: Path) -> None:
+    out = fails_with(_sub(tmp_path, "page"), preflight("alertmanager"),
+                     alertmanager_page_webhook_url="https://pager.example.com/hook")
+    assert "receiver URL https://pager.example.com/hook points at pager.example.com" in out
+    out = fails_with(_sub(tmp_path, "smtp"), preflight("alertmanager"), alertmanager_page_email_to=["a@b.c"],
+                     alertmanager_smtp_smarthost="smtp.example.com:25")
+    assert "points at smtp.example.com" in out
+
+
+def test_email_without_a_relay_names_the_variable(tmp_path: Path) -> None:
+    out = fails_with(tmp_path, preflight("alertmanager"), alertmanager_digest_email_to=["hpc@site.internal"])
+    assert "`alertmanager_smtp_smarthost`" in out
+
+
+def test_bad_energy_budget_or_duration_cap_is_refused(tmp_path: Path) -> None:
+    out = fails_with(_sub(tmp_path, "b"), preflight("vmalert"), vmalert_account_energy_budgets={"physics": -5})
+    assert "`vmalert_account_energy_budgets` is a positive number of kWh" in out
+    out = fails_with(_sub(tmp_path, "c"), preflight("vmalert"), vmalert_alert_duration_cap="soon")
+    assert "`vmalert_alert_duration_cap` is empty or a duration" in out
+
+
 def test_missing_artifact_names_the_variable(tmp_path: Path) -> None:
     out = fails_with(tmp_path, preflight("vmalert"), vmalert_artifact="bin/vmalert-prod")
     assert "vmalert: the bundle has no usable `bin/vmalert-prod` (from `vmalert_artifact`)" in out

@@ -103,8 +103,49 @@ def test_scrape_config_leaves_out_disabled_exporters(tmp_path: Path) -> None:
 def test_alertmanager_default_receiver_is_the_local_webhook(rendered: dict[str, str]) -> None:
     am = yaml.safe_load(rendered["alertmanager.yml"])
     assert am["route"]["receiver"] == "vigil-default"
-    (receiver,) = am["receivers"]
-    assert receiver["webhook_configs"] == [{"url": "http://127.0.0.1:9095/", "send_resolved": True}]
+    receivers = {r["name"]: r for r in am["receivers"]}
+    assert set(receivers) == {"vigil-default", "vigil-page", "vigil-ticket", "vigil-digest"}
+    for receiver in receivers.values():  # every class falls back to the local webhook
+        assert receiver["webhook_configs"] == [{"url": "http://127.0.0.1:9095/", "send_resolved": True}]
+        assert "email_configs" not in receiver
+    assert "global" not in am
+
+
+def test_alertmanager_routes_by_severity_and_groups_by_node_and_job(rendered: dict[str, str]) -> None:
+    am = yaml.safe_load(rendered["alertmanager.yml"])
+    assert am["route"]["group_by"] == ["instance", "hpc_job"]
+    routes = {tuple(r["matchers"]): r for r in am["route"]["routes"]}
+    assert routes[('severity="P0"',)]["receiver"] == "vigil-page"
+    assert routes[('severity="P1"',)]["receiver"] == "vigil-ticket"
+    digest = routes[('severity="P2"',)]
+    assert digest["receiver"] == "vigil-digest" and digest["group_by"] == ["severity"]
+    assert digest["group_interval"] == digest["repeat_interval"] == "24h"
+    inhibit = {(r["source_matchers"][0], r["target_matchers"][0]): r["equal"] for r in am["inhibit_rules"]}
+    assert inhibit[('alertname="NodeExporterDown"', 'alertname!="NodeExporterDown"')] == ["instance"]
+    assert inhibit[('alertname="SlurmNodeDrained"', 'alertname="GpuIdleWhileAllocated"')] == ["node"]
+    assert inhibit[('alertname="GpuTemperatureCritical"', 'alertname="GpuTemperatureHigh"')] == ["instance", "gpu"]
+
+
+def test_alertmanager_page_by_email_through_the_site_relay(tmp_path: Path) -> None:
+    out = render(
+        tmp_path,
+        only=("alertmanager.yml",),
+        extra_vars={
+            "alertmanager_page_email_to": ["oncall@hpc.site.internal", "duty@hpc.site.internal"],
+            "alertmanager_smtp_smarthost": "198.18.0.11:25",
+            "alertmanager_ticket_webhook_url": "http://198.18.0.11:8080/tickets",
+            "alertmanager_site_hosts": ["198.18.0.11"],
+        },
+    )
+    am = yaml.safe_load(out["alertmanager.yml"])
+    assert am["global"] == {"smtp_smarthost": "198.18.0.11:25", "smtp_from": "vigil-alertmanager@localhost",
+                            "smtp_require_tls": False}
+    receivers = {r["name"]: r for r in am["receivers"]}
+    assert receivers["vigil-page"]["email_configs"] == [
+        {"to": "oncall@hpc.site.internal, duty@hpc.site.internal", "send_resolved": True}
+    ]
+    assert receivers["vigil-ticket"]["webhook_configs"][0]["url"] == "http://198.18.0.11:8080/tickets"
+    assert list(am)[0] == "global"
 
 
 @pytest.mark.parametrize("role", ["victoriametrics", "vmalert", "alertmanager", "node_exporter", "grafana"])

@@ -1,0 +1,67 @@
+"""Filter `vigil_rule_file`: a shipped rule file as it is deployed.
+
+The files under files/rules/ are in Prometheus' rule format as both promtool and vmalert 1.79
+(the debian channel's) accept it. Deployed, three settings may change them:
+
+1. `keep_firing_for` ({alert: duration}, files/keep-firing-for.yml) adds each alert's
+   `keep_firing_for:` (only where the bundle's vmalert is 1.92 or newer: older ones refuse it);
+2. `duration_cap` (a duration such as `30s`) lowers every alert's `for:` and `keep_firing_for:` to
+   at most that much (the lab, so that an injected fault shows within a minute);
+3. `runbook_base` (a URL) is put in front of each relative `runbook_url`.
+
+Nothing to change: the file's own text comes back unchanged (comments included), so a rerun and
+the shipped file agree byte for byte.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+_PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
+
+
+def _seconds(text: str) -> float:
+    text = str(text).strip()
+    parts = _PART.findall(text)
+    if not text or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"not a duration: {text!r}")
+    return sum(int(n) * _UNITS[u] for n, u in parts)
+
+
+def vigil_rule_file(
+    text: str, keep_firing_for: dict[str, str] | None = None, duration_cap: str = "", runbook_base: str = ""
+) -> str:
+    doc: Any = yaml.safe_load(text)
+    cap = _seconds(duration_cap) if duration_cap else None
+    changed = False
+    for group in doc.get("groups") or []:
+        for rule in group.get("rules") or []:
+            if "alert" not in rule:
+                continue
+            if keep_firing_for and rule["alert"] in keep_firing_for:
+                rule["keep_firing_for"] = str(keep_firing_for[rule["alert"]])
+                changed = True
+            if cap is not None:
+                for key in ("for", "keep_firing_for"):
+                    if key in rule and _seconds(rule[key]) > cap:
+                        rule[key] = duration_cap
+                        changed = True
+            url = (rule.get("annotations") or {}).get("runbook_url", "")
+            if runbook_base and url and "://" not in url:
+                rule["annotations"]["runbook_url"] = runbook_base.rstrip("/") + "/" + url.split("/")[-1]
+                changed = True
+    if not changed:
+        return text if text.endswith("\n") else text + "\n"
+    head = [line for line in text.splitlines() if line.startswith("#")][:1]
+    settings = (f"# As deployed: keep_firing_for {'added' if keep_firing_for else 'not added'}, "
+                f"durations capped at {duration_cap or 'nothing'}, runbooks under {runbook_base or 'docs/runbooks'}.\n")
+    return "\n".join(head) + "\n" + settings + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=1000)
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {"vigil_rule_file": vigil_rule_file}

@@ -1,0 +1,155 @@
+"""Shared helpers for the rule tests: the rule files as deployed, promtool runs, annotations.
+
+The files under roles/vmalert/files/rules/ go through the vmalert role's own filter
+(`vigil_rule_file`, with every alert's keep_firing_for added, as an upstream-channel deploy does)
+and the budgets template is rendered with sample budgets; the promtool tests run against that.
+
+The promtool test files under alerts/ and recording/ are promtool's `test rules` format with
+three additions the harness strips: `case:` on each test (fault, healthy, flapping), `value:` on
+an expected alert (its `$value`), and expected alerts without annotations or `severity` — both
+are filled in from the rule, so a test states only what it is about.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any, Callable
+
+import jinja2
+import yaml
+
+REPO = Path(__file__).resolve().parents[3]
+ROLE = REPO / "roles" / "vmalert"
+RULES = ROLE / "files" / "rules"
+HERE = Path(__file__).resolve().parent
+KEEP_FIRING_FOR: dict[str, str] = yaml.safe_load((ROLE / "files" / "keep-firing-for.yml").read_text())
+SAMPLE_BUDGETS = {"physics": 5000, "chemistry": 2000}
+PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
+
+
+def _filter() -> Callable[..., str]:
+    spec = importlib.util.spec_from_file_location("vigil_rules", ROLE / "filter_plugins" / "vigil_rules.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.vigil_rule_file  # type: ignore[no-any-return]
+
+
+vigil_rule_file = _filter()
+
+
+def render_budgets(budgets: dict[str, float]) -> str:
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.filters["comment"] = lambda s: "#\n# " + s + "\n#"
+    env.filters["to_json"] = lambda v: __import__("json").dumps(v)
+    tmpl = env.from_string((ROLE / "templates" / "vigil-budgets.yml.j2").read_text())
+    return tmpl.render(ansible_managed="Ansible managed", vmalert_account_energy_budgets=budgets)
+
+
+def shipped() -> list[Path]:
+    return sorted(RULES.glob("*.yml"))
+
+
+def rules_by_alert() -> dict[str, dict[str, Any]]:
+    out = {}
+    for path in shipped():
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            for rule in group["rules"]:
+                if "alert" in rule:
+                    out[rule["alert"]] = {**rule, "file": path.name, "group": group["name"]}
+    return out
+
+
+def deploy(dest: Path, *, mutate: Callable[[dict[str, Any]], None] | None = None,
+           keep_firing_for: dict[str, str] | None = KEEP_FIRING_FOR) -> list[Path]:
+    """Write the rule files as deployed into ``dest``; ``mutate`` may change each parsed rule."""
+    dest.mkdir(parents=True, exist_ok=True)
+    out = []
+    for path in shipped():
+        text = path.read_text()
+        if mutate:
+            doc = yaml.safe_load(text)
+            for group in doc["groups"]:
+                for rule in group["rules"]:
+                    mutate(rule)
+            text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
+        p = dest / path.name
+        p.write_text(vigil_rule_file(text, keep_firing_for=keep_firing_for))
+        out.append(p)
+    b = dest / "vigil-budgets.yml"
+    b.write_text(render_budgets(SAMPLE_BUDGETS))
+    out.append(b)
+    return out
+
+
+_TOKEN = re.compile(r"\{\{\s*(if\s+\$labels\.(\w+)|end|\$labels\.(\w+)|\$value)\s*\}\}")
+
+
+def go_value(v: float) -> str:
+    """$value as Prometheus' templates print it (Go's %v of a float64), for the values the tests use."""
+    if float(v).is_integer() and abs(v) < 1e21:
+        return str(int(v))
+    return repr(float(v))
+
+
+def render_annotation(text: str, labels: dict[str, str], value: float | None) -> str:
+    """The subset of Go templates the shipped annotations use: $labels.x, $value, if $labels.x … end."""
+    out: list[str] = []
+    skip = 0
+    pos = 0
+    for m in _TOKEN.finditer(text):
+        if not skip:
+            out.append(text[pos:m.start()])
+        pos = m.end()
+        if m.group(2):
+            skip = skip + 1 if skip or not labels.get(m.group(2)) else 0
+        elif m.group(1) == "end":
+            skip = max(0, skip - 1)
+        elif skip:
+            continue
+        elif m.group(3):
+            out.append(labels.get(m.group(3), ""))
+        else:
+            assert value is not None, f"annotation uses $value; give `value:` in the test: {text}"
+            out.append(go_value(value))
+    if not skip:
+        out.append(text[pos:])
+    return "".join(out)
+
+
+def complete(test_file: Path, rule_files: list[Path], dest: Path) -> tuple[Path, dict[str, Any]]:
+    """Fill in the promtool test file (severity, annotations, rule_files); returns its path and the source."""
+    src = yaml.safe_load(test_file.read_text())
+    doc = copy.deepcopy(src)
+    rules = rules_by_alert()
+    # Only the files the tested alerts live in (and what the account alerts read): quicker, and a
+    # test cannot pass thanks to a rule of another file.
+    wanted = {rules[c["alertname"]]["file"] for t in doc["tests"] for c in t.get("alert_rule_test", [])}
+    if any(rules[n]["file"] == "vigil-accounts.yml" for n in {c["alertname"] for t in doc["tests"]
+                                                              for c in t.get("alert_rule_test", [])}):
+        wanted |= {"vigil-accounting.yml", "vigil-budgets.yml"}
+    doc["rule_files"] = [str(p) for p in rule_files if p.name in wanted]
+    doc.setdefault("evaluation_interval", "30s")
+    for test in doc["tests"]:
+        test.pop("case", None)
+        for check in test.get("alert_rule_test", []):
+            rule = rules[check["alertname"]]
+            for alert in check.get("exp_alerts", []):
+                value = alert.pop("value", None)
+                labels = {**alert.get("exp_labels", {}), **rule.get("labels", {})}
+                alert["exp_labels"] = labels
+                alert["exp_annotations"] = {
+                    k: render_annotation(v, labels, value) for k, v in rule.get("annotations", {}).items()
+                }
+    out = dest / test_file.name
+    out.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
+    return out, src
+
+
+def promtool(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PROMTOOL, *args], capture_output=True, text=True, timeout=300, check=False)
