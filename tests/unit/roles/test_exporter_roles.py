@@ -92,21 +92,13 @@ def test_broken_collectors_csv_is_refused(tmp_path: Path, text: str, says: str) 
 
 # --- the wheel install ----------------------------------------------------------------------------
 
-def test_both_roles_carry_the_same_wheel_install() -> None:
-    d, s = ROLES / "dcgm_exporter", ROLES / "slurm_exporter"
-    assert (d / "files" / "unpack_wheel.py").read_bytes() == (s / "files" / "unpack_wheel.py").read_bytes()
-    norm = (d / "tasks" / "wheel.yml").read_text().replace("dcgm_exporter", "ROLE").replace("slurm_exporter", "ROLE")
-    assert norm == (s / "tasks" / "wheel.yml").read_text().replace("slurm_exporter", "ROLE").replace(
-        "dcgm_exporter", "ROLE")
-
-
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_project_wheel(REPO / "exporters", tmp_path_factory.mktemp("wheel"))
 
 
 def unpack(wheel: Path, home: Path, version: str, sha: str, keep: int = 2) -> subprocess.CompletedProcess[str]:
-    script = (ROLES / "dcgm_exporter" / "files" / "unpack_wheel.py").read_text()
+    script = (ROLES / "_common" / "files" / "unpack_wheel.py").read_text()
     return subprocess.run([sys.executable, "-", str(wheel), str(home), version, sha, str(keep)], input=script,
                           capture_output=True, text=True, check=False)
 
