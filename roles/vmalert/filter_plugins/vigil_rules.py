@@ -24,6 +24,11 @@ _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y":
 _PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
 
 
+def _plain(value: object) -> str:
+    """A plain `str` (Ansible hands over tagged str subclasses, which yaml.safe_dump refuses)."""
+    return "".join(str(value))
+
+
 def _seconds(text: str) -> float:
     text = str(text).strip()
     parts = _PART.findall(text)
@@ -35,7 +40,7 @@ def _seconds(text: str) -> float:
 def vigil_rule_file(
     text: str, keep_firing_for: dict[str, str] | None = None, duration_cap: str = "", runbook_base: str = ""
 ) -> str:
-    doc: Any = yaml.safe_load(text)
+    doc: Any = yaml.safe_load(_plain(text))
     cap = _seconds(duration_cap) if duration_cap else None
     changed = False
     for group in doc.get("groups") or []:
@@ -43,16 +48,16 @@ def vigil_rule_file(
             if "alert" not in rule:
                 continue
             if keep_firing_for and rule["alert"] in keep_firing_for:
-                rule["keep_firing_for"] = str(keep_firing_for[rule["alert"]])
+                rule["keep_firing_for"] = _plain(keep_firing_for[rule["alert"]])
                 changed = True
             if cap is not None:
                 for key in ("for", "keep_firing_for"):
                     if key in rule and _seconds(rule[key]) > cap:
-                        rule[key] = duration_cap
+                        rule[key] = _plain(duration_cap)
                         changed = True
             url = (rule.get("annotations") or {}).get("runbook_url", "")
             if runbook_base and url and "://" not in url:
-                rule["annotations"]["runbook_url"] = runbook_base.rstrip("/") + "/" + url.split("/")[-1]
+                rule["annotations"]["runbook_url"] = _plain(runbook_base).rstrip("/") + "/" + url.split("/")[-1]
                 changed = True
     if not changed:
         return text if text.endswith("\n") else text + "\n"
