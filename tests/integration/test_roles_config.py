@@ -206,7 +206,7 @@ def test_bundle_exporters_wheel_serves_every_collectors_csv_field(components: Pa
     (wheel,) = (components / "vigil-exporters" / "wheels").glob("vigil_exporters-*.whl")
     sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
     version = wheel.name.split("-")[1]
-    script = (ROLES / "dcgm_exporter" / "files" / "unpack_wheel.py").read_text()
+    script = (ROLES / "_common" / "files" / "unpack_wheel.py").read_text()
     res = subprocess.run([sys.executable, "-", str(wheel), str(tmp_path), version, sha, "2"], input=script,
                          capture_output=True, text=True, check=False)
     assert (res.returncode, res.stdout) == (0, "unpacked\n"), res.stderr
