@@ -85,8 +85,7 @@ def _demo(args: argparse.Namespace, ctx: Context) -> int:
         _step("6. the lab: four Debian 12 hosts under systemd-nspawn on 198.18.0.0/24, no route out")
         _run(home, "lab", "up", "--inventory", str(inventory))
         _step("7. deploy the stack from the imported bundle (its own signed roles) with Ansible")
-        _run(home, "trust", "install", str(trust))
-        _run(home, "deploy", "--inventory", str(inventory))
+        _run(home, "deploy", "--inventory", str(inventory), "--trust", str(trust))
         _step("8. every scrape target up, as VictoriaMetrics on mon01 sees it")
         up = _wait_all_up()
         for (job, instance), value in sorted(up.items()):

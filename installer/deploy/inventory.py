@@ -35,15 +35,23 @@ def inventory_source(path: Path) -> Path:
 def load_inventory(path: Path) -> Inventory:
     """Parse and check; raises DeployError naming the inventory and what to fix."""
     source = inventory_source(path)
-    os.environ.setdefault("ANSIBLE_INVENTORY_UNPARSED_FAILED", "True")
     from ansible.errors import AnsibleError
     from ansible.inventory.manager import InventoryManager
     from ansible.parsing.dataloader import DataLoader
 
+    # an inventory that no plugin can parse is an error here, not a warning; the setting is read
+    # from the environment while parsing, and restored after (this process may run Ansible again)
+    saved = os.environ.get("ANSIBLE_INVENTORY_UNPARSED_FAILED")
+    os.environ["ANSIBLE_INVENTORY_UNPARSED_FAILED"] = "True"
     try:
         manager = InventoryManager(loader=DataLoader(), sources=[str(source)])
     except AnsibleError as exc:
         raise DeployError(str(path), f"cannot parse inventory: {str(exc).splitlines()[0]}") from None
+    finally:
+        if saved is None:
+            os.environ.pop("ANSIBLE_INVENTORY_UNPARSED_FAILED", None)
+        else:
+            os.environ["ANSIBLE_INVENTORY_UNPARSED_FAILED"] = saved
     groups = {name: sorted(h.name for h in g.get_hosts()) for name, g in manager.groups.items()}
     hosts = sorted(h.name for h in manager.get_hosts())
     if not hosts:
