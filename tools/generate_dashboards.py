@@ -507,26 +507,30 @@ def job_view() -> dict[str, Any]:
                         instant=True,
                     ),
                     target(
-                        f"sum(increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{{sel}}}[$__range]))",
+                        f"sum(max_over_time(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{{sel}}}[$__range])"
+                        f" - min_over_time(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{{sel}}}[$__range]))",
                         "ECC double-bit",
                         "B",
                         instant=True,
                     ),
                     target(
-                        f"sum(increase(DCGM_FI_DEV_ECC_SBE_VOL_TOTAL{{{sel}}}[$__range]))",
+                        f"sum(max_over_time(DCGM_FI_DEV_ECC_SBE_VOL_TOTAL{{{sel}}}[$__range])"
+                        f" - min_over_time(DCGM_FI_DEV_ECC_SBE_VOL_TOTAL{{{sel}}}[$__range]))",
                         "ECC single-bit",
                         "C",
                         instant=True,
                     ),
                     target(
-                        f"sum(increase(DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL{{{sel}}}[$__range]))",
+                        f"sum(max_over_time(DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL{{{sel}}}[$__range])"
+                        f" - min_over_time(DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL{{{sel}}}[$__range]))",
                         "NVLink CRC",
                         "D",
                         instant=True,
                     ),
                 ],
                 steps=((None, "green"), (1, "red")),
-                description="XID: the highest code reported (0 = none). Counters: errors counted in the range.",
+                description="XID: the highest code reported (0 = none). Counters: errors counted on the job's GPUs in "
+                "the range (highest minus lowest of the job's own series: an error from before the job is not its own).",
             ),
         ],
         variables=(query_variable("hpc_job", "Job", "label_values(DCGM_FI_DEV_POWER_USAGE, hpc_job)"),),

@@ -4,16 +4,21 @@ A fresh demo signing key and trust root; a real bundle built from the ``debian``
 (Debian's VictoriaMetrics, vmalert, Alertmanager, node_exporter, vigil's own wheels and
 Ansible content), verified, inspected and imported into the demo's own state root; the lab
 brought up (four systemd hosts, air-gapped) and the stack deployed onto it from the bundle;
-every scrape target checked up; the audit trail of all of it verified. Every step is a real
-``vigil`` command, recorded as such.
+every scrape target checked up; a Slurm job whose GPU then overheats, and the alert that reaches
+Alertmanager naming the job, its user and account; the audit trail of all of it verified. Every
+step is a real ``vigil`` command, recorded as such.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import sys
 from datetime import UTC, datetime
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bundle.errors import VigilError
 from bundle.store import BundleStore
@@ -25,8 +30,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "demo",
         help="run the main job end to end in a demo directory",
         description="Generate a demo signing key and trust root, build a signed bundle from the debian "
-        "channel, verify, inspect and import it, and verify the audit trail. Everything lives under "
-        "WORKDIR (state in WORKDIR/home); running it again builds the next bundle version.",
+        "channel, verify, inspect and import it, bring the lab up, deploy the stack on it, run a GPU job, "
+        "inject a thermal fault on its GPU and show the alert Alertmanager receives, and verify the audit "
+        "trail. Everything lives under WORKDIR (state in WORKDIR/home); running it again builds the next "
+        "bundle version.",
     )
     p.add_argument("--workdir", type=Path, default=Path("demo"), help="demo directory (default ./demo)")
     p.add_argument("--channel", default="debian", help="channel to build (default debian)")
@@ -38,14 +45,18 @@ def _step(title: str) -> None:
     print(f"\n== {title}", flush=True)
 
 
-def _run(home: Path, *args: str) -> None:
+def _run(home: Path, *args: str, capture: bool = False) -> str:
+    """Run one vigil command as the demo's step; with CAPTURE, returns what it printed (also shown)."""
     from installer.cli import main
 
     print(f"$ vigil {' '.join(args)}", flush=True)
-    rc = main(["--home", str(home), *args])
-    sys.stdout.flush()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out) if capture else contextlib.nullcontext():
+        rc = main(["--home", str(home), *args])
+    print(out.getvalue(), end="", flush=True)
     if rc != 0:
         raise VigilError("demo", f"step `vigil {' '.join(args)}` failed (exit {rc})")
+    return out.getvalue()
 
 
 def _demo(args: argparse.Namespace, ctx: Context) -> int:
@@ -90,14 +101,18 @@ def _demo(args: argparse.Namespace, ctx: Context) -> int:
         up = _wait_all_up()
         for (job, instance), value in sorted(up.items()):
             print(f"  up{{job=\"{job}\", instance=\"{instance}\"}} = {value}")
+        _step("9. a GPU fault end to end: a Slurm job on gpu01, its GPU 0 overheats, Alertmanager is told")
+        alert = _fault_to_alert(home)
 
-    _step("9. the audit trail of everything above, hash-chained and signed")
+    _step("10. the audit trail of everything above, hash-chained and signed")
     _run(home, "audit", "show")
     _run(home, "audit", "verify")
 
     ctx.audit_details.update(version=version, bundle=str(bundle), lab=not args.no_lab)
     print(f"\nOK: demo: bundle {bundle} built, verified and imported; state in {home}")
     if not args.no_lab:
+        print(f"  the alert:           {_describe(alert)}")
+        print(f"  Alertmanager UI:     {AM_URL}/#/alerts")
         print(f"  VictoriaMetrics UI:  {VM_URL}/vmui/")
         print(f"  every target up:     curl -s '{VM_URL}/api/v1/query?query=min(up)'   (1 = all up)")
         print(f"  per target:          {VM_URL}/vmui/?#/?g0.expr=up")
@@ -106,6 +121,85 @@ def _demo(args: argparse.Namespace, ctx: Context) -> int:
 
 
 VM_URL = "http://198.18.0.10:8428"
+AM_URL = "http://198.18.0.10:9093"
+#: the demo's fault: thermal runaway on GPU 0 of gpu01, under a job of alice's in account physics
+FAULT_HOST, FAULT_GPU, FAULT_ALERT = "gpu01", "0", "GpuTemperatureCritical"
+
+
+def _get_json(url: str) -> Any:
+    import json
+    import urllib.request
+
+    assert url.startswith("http://198.18.0."), url  # the lab only
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(url, timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def _poll(what: str, check: Callable[[], Any], timeout: float, every: float = 3) -> Any:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            got = check()
+        except (OSError, ValueError, KeyError, TypeError):
+            got = None
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise VigilError("demo", f"no {what} after {int(timeout)} s")
+        time.sleep(every)
+
+
+def _describe(alert: dict[str, Any]) -> str:
+    lab = alert["labels"]
+    state = alert["status"]["state"]
+    job = f", job {lab['hpc_job']} (user {lab.get('user', '?')}, account {lab.get('account', '?')})" \
+        if lab.get("hpc_job") else ""
+    return f"{lab['alertname']} [{lab.get('severity', '?')}, {state}] {lab.get('instance')} GPU {lab.get('gpu')}{job}"
+
+
+def _fault_to_alert(home: Path) -> dict[str, Any]:
+    """Run a job on gpu01, overheat its GPU 0, wait for the alert at Alertmanager, then undo both."""
+    import urllib.parse
+
+    from installer.lab import LabPaths
+    from installer.lab.jobs import cancel
+
+    job = _run(home, "lab", "job", "--account", "physics", "--user", "alice", "--gpus", "4", "--seconds", "600",
+               "--node", FAULT_HOST, capture=True).split()[-1]
+    injected = False
+    try:
+        sel = f'DCGM_FI_DEV_GPU_TEMP{{instance="{FAULT_HOST}",gpu="{FAULT_GPU}",hpc_job="{job}"}}'
+        _poll(f"GPU {FAULT_GPU} of {FAULT_HOST} tagged with job {job}",
+              lambda: _get_json(f"{VM_URL}/api/v1/query?query={urllib.parse.quote(sel)}")["data"]["result"], 120)
+        print(f"  job {job} runs on {FAULT_HOST}; its GPUs' samples carry hpc_job=\"{job}\"")
+        _run(home, "lab", "fault", "thermal", FAULT_HOST, FAULT_GPU)
+        injected = True
+        print(f"  waiting for {FAULT_ALERT} at Alertmanager ({AM_URL}); the temperature ramps 1 °C/s", flush=True)
+
+        def mine() -> list[dict[str, Any]]:
+            return [a for a in _get_json(f"{AM_URL}/api/v2/alerts")
+                    if a["labels"].get("instance") == FAULT_HOST and a["labels"].get("gpu") == FAULT_GPU]
+
+        def critical() -> dict[str, Any] | None:
+            return next((a for a in mine() if a["labels"]["alertname"] == FAULT_ALERT
+                         and a["labels"].get("hpc_job") == job and a["status"]["state"] == "active"), None)
+
+        alert = _poll(f"{FAULT_ALERT} for job {job} at Alertmanager", critical, 300)
+        for a in sorted(mine(), key=lambda a: a["labels"]["alertname"]):
+            print(f"  {_describe(a)}")
+            if a["status"]["inhibitedBy"]:
+                print("      held back by the critical one (inhibition: one page, not two)")
+        print(f"      summary: {alert['annotations'].get('summary', '')}")
+        print(f"      runbook: {alert['annotations'].get('runbook_url', '')}")
+        return alert
+    finally:
+        if injected:
+            _run(home, "lab", "fault", "thermal", FAULT_HOST, FAULT_GPU, "--clear")
+        cancel(LabPaths.from_env(), [job])
+        print(f"  fault cleared and job {job} cancelled; the alert resolves at the next evaluations")
 
 
 def _wait_all_up(timeout: float = 120) -> dict[tuple[str, str], str]:

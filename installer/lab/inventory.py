@@ -12,9 +12,14 @@ from installer.lab.hosts import GROUPS, HOSTS, Host
 from installer.lab.paths import LabPaths
 
 #: Group variables of the lab: the exporters the lab can run (the GPU simulator stands in for
-#: dcgm-exporter, with no power noise so per-job energy is exact), scraped every 10 s.
+#: dcgm-exporter, with no power noise so per-job energy is exact), scraped every 10 s, and every
+#: alert's `for:` capped at 20 s so an injected fault reaches Alertmanager within about a minute.
 GROUP_VARS: dict[str, dict[str, Any]] = {
-    "monitoring": {"victoriametrics_scrape_interval": "10s", "victoriametrics_scrape_timeout": "5s"},
+    "monitoring": {
+        "victoriametrics_scrape_interval": "10s",
+        "victoriametrics_scrape_timeout": "5s",
+        "vmalert_alert_duration_cap": "20s",
+    },
     "slurm_controller": {"slurm_exporter_enabled": True},
     "gpu_nodes": {
         "dcgm_exporter_enabled": True,

@@ -133,13 +133,17 @@ def complete(test_file: Path, rule_files: list[Path], dest: Path) -> tuple[Path,
     if any(rules[n]["file"] == "vigil-accounts.yml" for n in {c["alertname"] for t in doc["tests"]
                                                               for c in t.get("alert_rule_test", [])}):
         wanted |= {"vigil-accounting.yml", "vigil-budgets.yml"}
+    if "vigil-gpu-alerts.yml" in wanted:  # GpuEccDoubleBitError reads a series recorded there
+        wanted.add("vigil-gpu.yml")
     doc["rule_files"] = [str(p) for p in rule_files if p.name in wanted]
     doc.setdefault("evaluation_interval", "30s")
     for test in doc["tests"]:
         test.pop("case", None)
         for check in test.get("alert_rule_test", []):
             rule = rules[check["alertname"]]
-            for alert in check.get("exp_alerts", []):
+            # each expected alert on its own: a YAML alias (`*name`) would share one dict
+            check["exp_alerts"] = [copy.deepcopy(a) for a in check.get("exp_alerts", [])]
+            for alert in check["exp_alerts"]:
                 value = alert.pop("value", None)
                 labels = {**alert.get("exp_labels", {}), **rule.get("labels", {})}
                 alert["exp_labels"] = labels

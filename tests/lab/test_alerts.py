@@ -1,0 +1,254 @@
+"""Alerts end to end on the lab: the capstone faults reach Alertmanager, a quiet period does not.
+
+The stack is deployed from a fresh signed bundle; the lab inventory caps every alert's `for:` at
+20 s (installer/lab/inventory.py), so a fault shows within about a minute. Faults come from
+`vigil lab fault` (the GPU simulator's fault file; node-down stops the node's exporters) and jobs
+from `vigil lab job` (real Slurm, so the prolog's job map tags the GPUs). The observer is
+Alertmanager's own API on mon01 (GET /api/v2/alerts): what it holds is what the receivers get
+(state `active`) or what an inhibition holds back (`suppressed`, with `inhibitedBy`).
+
+1. Quiet: with jobs starting and ending on both nodes, nothing reaches Alertmanager, vmalert fires
+   nothing, and every rule evaluates without error (a rule that errors would never fire either).
+2. ECC double-bit on GPU 0 of gpu01 under job A (physics, alice) and thermal runaway on GPU 1 of
+   gpu02 under job B (chemistry, bob), at once: exactly GpuEccDoubleBitError (P1) and
+   GpuRowRemapFailure (P0) naming A, GpuTemperatureCritical (P0) naming B, and GpuTemperatureHigh
+   naming B held back by the critical one.
+3. gpu01 down: exactly NodeExporterDown (P1) for gpu01, active, and the GPU exporter's
+   VigilTargetDown held back by it; gpu01's GPU alerts still held are held back by it too.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.lab.labhttp import VM, VMALERT, am_alerts, get_json, query, query_range, vmalert_alerts, wait_for
+
+pytestmark = pytest.mark.lab
+
+REPO = Path(__file__).resolve().parents[2]
+#: what identifies an alert in these tests (the rest — UUID, modelName, … — rides along)
+KEY = ("alertname", "severity", "instance", "job", "gpu", "hpc_job", "user", "account")
+#: an alert with the 20 s cap: one scrape (10 s) + a group evaluation (30 s) + for (20 s) + the next
+#: evaluation; what has not shown within this after its cause will not
+SETTLE_S = 75
+
+
+def _vigil(env: dict[str, str], *args: str) -> str:
+    res = subprocess.run([sys.executable, "-m", "installer.cli", *args], capture_output=True, text=True,
+                         cwd=REPO, env=env, timeout=180, check=False)
+    assert res.returncode == 0, f"vigil {' '.join(args)}: {res.stdout}{res.stderr}"
+    return res.stdout
+
+
+def _job(env: dict[str, str], account: str, user: str, gpus: int, seconds: int, node: str | None = None) -> str:
+    args = ["lab", "job", "--account", account, "--user", user, "--gpus", str(gpus), "--seconds", str(seconds),
+            "--json"]
+    if node:
+        args += ["--node", node]
+    return str(json.loads(_vigil(env, *args))["job_id"])
+
+
+def key(alert: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(alert["labels"].get(k, "") for k in KEY) + (alert["status"]["state"],)
+
+
+def brief(alerts: list[dict[str, Any]]) -> list[str]:
+    return sorted(" ".join(f"{k}={v}" for k, v in zip((*KEY, "state"), key(a)) if v) for a in alerts)
+
+
+def all_up() -> bool:
+    up = query("up")
+    jobs = {s["metric"].get("job") for s in up}
+    return bool(up) and all(s["value"][1] == "1" for s in up) and {
+        "node_exporter", "dcgm_exporter", "slurm_exporter"} <= jobs
+
+
+def rule_errors() -> list[str]:
+    groups = get_json(f"{VMALERT}/api/v1/rules")["data"]["groups"]
+    return [f"{r['name']}: {r['lastError']}" for g in groups for r in g["rules"] if r.get("lastError")]
+
+
+@pytest.fixture(scope="module")
+def stack(lab: Any, deployed_stack: Any) -> dict[str, str]:
+    assert deployed_stack.first["ok"] is True, deployed_stack.first
+    wait_for("every scrape target up", all_up, 180)
+    groups = get_json(f"{VMALERT}/api/v1/rules")["data"]["groups"]
+    assert {g["name"] for g in groups} >= {"vigil_gpu_alerts", "vigil_nodes", "vigil_targets", "vigil_gpu_aggregates"}
+    # what the deploy itself caused (targets down while their exporters were being installed) has
+    # to resolve first; an alert left by an earlier run can take its full window (10 min for ECC)
+    wait_for("Alertmanager to hold no alerts before the tests", lambda: not am_alerts(), 720, every=10)
+    return deployed_stack.env
+
+
+def test_quiet_period_with_job_churn_pages_nothing(lab: Any, stack: dict[str, str]) -> None:
+    plan = [("physics", "alice", 2, 30), ("chemistry", "bob", 1, 45), ("physics", "alice", 4, 25),
+            ("chemistry", "bob", 3, 35), ("physics", "alice", 1, 40), ("chemistry", "bob", 2, 30)]
+    jobs: list[str] = []
+    seen_am: dict[tuple[str, ...], dict[str, Any]] = {}
+    seen_firing: set[str] = set()
+
+    def look() -> None:
+        for a in am_alerts():
+            seen_am[key(a)] = a
+        for a in vmalert_alerts():
+            if a["state"] == "firing":
+                seen_firing.add(f"{a['name']} {a['labels']}")
+
+    try:
+        for account, user, gpus, seconds in plan:
+            jobs.append(_job(stack, account, user, gpus, seconds))
+            for _ in range(4):
+                look()
+                time.sleep(5)
+        quiet_until = time.monotonic() + 45 + SETTLE_S  # the last job's run, then a settle time
+        while time.monotonic() < quiet_until:
+            look()
+            time.sleep(5)
+    finally:
+        lab.ssh("ctl01", "scancel " + " ".join(jobs), check=False)
+    ids = "|".join(jobs)
+    ran = {s["metric"]["hpc_job"] for s in query(f'count by (hpc_job) (last_over_time(DCGM_FI_DEV_GPU_UTIL{{hpc_job=~"{ids}"}}[10m]))')}
+    assert ran == set(jobs), f"not every churn job reached the GPUs: {sorted(set(jobs) - ran)}"
+    assert not seen_am, f"Alertmanager received alerts in a quiet period: {brief(list(seen_am.values()))}"
+    assert not seen_firing, f"vmalert fired in a quiet period: {sorted(seen_firing)}"
+    assert not rule_errors(), rule_errors()
+
+
+@pytest.fixture(scope="module")
+def gpu_faults(lab: Any, stack: dict[str, str]) -> Iterator[dict[str, Any]]:
+    """Job A on gpu01 with an ECC double-bit error on its GPU 0, job B on gpu02 with its GPU 1 overheating."""
+    before = {a["fingerprint"] for a in am_alerts()}
+    jobs = {"A": _job(stack, "physics", "alice", 4, 900, "gpu01"),
+            "B": _job(stack, "chemistry", "bob", 4, 900, "gpu02")}
+    injected: list[tuple[str, str, str]] = []
+    try:
+        for job, host, gpu in ((jobs["A"], "gpu01", "0"), (jobs["B"], "gpu02", "1")):
+            sel = f'DCGM_FI_DEV_GPU_TEMP{{instance="{host}",gpu="{gpu}",hpc_job="{job}"}}'
+            wait_for(f"GPU {gpu} of {host} tagged with job {job}", lambda sel=sel: query(sel), 120)
+        for fault in (("ecc-dbe", "gpu01", "0"), ("thermal", "gpu02", "1")):
+            _vigil(stack, "lab", "fault", *fault)
+            injected.append(fault)
+        yield {"before": before, "jobs": jobs, "t0": time.monotonic()}
+    finally:
+        for fault in injected:
+            _vigil(stack, "lab", "fault", *fault, "--clear")
+        lab.ssh("ctl01", "scancel " + " ".join(jobs.values()), check=False)
+
+
+def new_alerts(before: set[str]) -> list[dict[str, Any]]:
+    return [a for a in am_alerts() if a["fingerprint"] not in before]
+
+
+def test_ecc_and_thermal_faults_reach_alertmanager_naming_job_user_and_account(gpu_faults: dict[str, Any]) -> None:
+    a, b = gpu_faults["jobs"]["A"], gpu_faults["jobs"]["B"]
+    expected = {
+        ("GpuEccDoubleBitError", "P1", "gpu01", "dcgm_exporter", "0", a, "alice", "physics", "active"),
+        ("GpuRowRemapFailure", "P0", "gpu01", "dcgm_exporter", "0", a, "alice", "physics", "active"),
+        ("GpuTemperatureCritical", "P0", "gpu02", "dcgm_exporter", "1", b, "bob", "chemistry", "active"),
+        ("GpuTemperatureHigh", "P1", "gpu02", "dcgm_exporter", "1", b, "bob", "chemistry", "suppressed"),
+    }
+    wait_for("the four expected alerts at Alertmanager",
+             lambda: expected <= {key(x) for x in new_alerts(gpu_faults["before"])}, 240, every=5)
+    # then long enough for anything else the faults would raise to arrive too
+    time.sleep(max(0.0, gpu_faults["t0"] + 2 * SETTLE_S - time.monotonic()))
+    got = new_alerts(gpu_faults["before"])
+    assert {key(x) for x in got} == expected, brief(got)
+    by_name = {x["labels"]["alertname"]: x for x in got}
+    high, critical = by_name["GpuTemperatureHigh"], by_name["GpuTemperatureCritical"]
+    assert high["status"]["inhibitedBy"] == [critical["fingerprint"]]
+    for x in got:  # what the notification says names the job and the team, and where to read on
+        assert x["annotations"]["runbook_url"] == f"docs/runbooks/{x['labels']['alertname']}.md"
+        assert f"Job {x['labels']['hpc_job']} (user {x['labels']['user']}" in " ".join(x["annotations"]["description"].split())
+    receivers = {x["labels"]["alertname"]: {r["name"] for r in x["receivers"]} for x in got}
+    assert receivers["GpuRowRemapFailure"] == receivers["GpuTemperatureCritical"] == {"vigil-page"}
+    assert receivers["GpuEccDoubleBitError"] == {"vigil-ticket"}
+
+
+DASHBOARDS = REPO / "roles" / "grafana" / "files" / "dashboards"
+
+
+def panel_queries() -> list[tuple[str, str, dict[str, Any]]]:
+    """(dashboard file, panel title, target) of every panel of the shipped dashboards."""
+    out = []
+    for path in sorted(DASHBOARDS.glob("*.json")):
+        for panel in json.loads(path.read_text())["panels"]:
+            out += [(path.name, panel["title"], t) for t in panel.get("targets", [])]
+    return out
+
+
+def test_every_dashboard_panel_query_returns_data_from_the_lab(gpu_faults: dict[str, Any]) -> None:
+    """Each panel's query, with its variables set as Grafana would, on the lab's VictoriaMetrics.
+
+    While the faults above are on, every panel has something to show: jobs run (job view, per-account
+    energy), alerts fire (alerts dashboard), gpu01's GPUs report (node view). A query must not
+    error and must return data. Queries that step by whole hours (`[…:1h]` subqueries) are also run
+    with a 30 s step: a lab younger than the last whole hour has no hour-aligned point yet, so they
+    must not error as written and must return data at the finer step.
+    """
+    job = gpu_faults["jobs"]["A"]
+    wait_for(f"job {job} in the job view's variable (label values of hpc_job)", lambda: job in get_json(
+        f"{VM}/api/v1/label/hpc_job/values?match[]=DCGM_FI_DEV_POWER_USAGE")["data"], 60)
+    wait_for("the firing alerts in VictoriaMetrics (vmalert writes ALERTS back)",
+             lambda: query('ALERTS{alertstate="firing"}'), 120)
+    wait_for("an hour's GPU-hours recorded for the accounts", lambda: query("account:gpu_hours:sum1h"), 120)
+    values = {"$hpc_job": job, "$instance": "gpu01", "$__rate_interval": "1m", "$__range": "1h",
+              "$__interval": "30s"}
+    now = time.time()
+    empty, ran = [], 0
+    for dashboard, title, target in panel_queries():
+        expr = target["expr"]
+        for var, value in values.items():
+            expr = expr.replace(var, value)
+        assert "$" not in expr, f"{dashboard} / {title}: a variable the test does not set: {expr}"
+        runs = [expr, expr.replace(":1h]", ":30s]")] if ":1h]" in expr else [expr]
+        results = []
+        for e in runs:
+            if target.get("instant"):
+                results.append(query(e))
+            else:
+                results.append(query_range(e, now - 600, now, "30s"))
+            ran += 1
+        if not results[-1]:
+            empty.append(f"{dashboard} / {title} / {target.get('legendFormat') or target['refId']}: {expr}")
+    assert ran >= 40
+    assert not empty, "panels without data:\n" + "\n".join(empty)
+
+
+def test_node_down_pages_once_and_holds_back_that_nodes_other_alerts(
+        lab: Any, stack: dict[str, str], gpu_faults: dict[str, Any]) -> None:
+    ecc = wait_for("the ECC alert of gpu01", lambda: [x for x in am_alerts()
+                   if x["labels"]["alertname"] == "GpuEccDoubleBitError" and x["labels"]["instance"] == "gpu01"], 240)
+    before = {x["fingerprint"] for x in am_alerts()}
+    _vigil(stack, "lab", "fault", "node-down", "gpu01")
+    try:
+        expected = {
+            ("NodeExporterDown", "P1", "gpu01", "node_exporter", "", "", "", "", "active"),
+            ("VigilTargetDown", "P1", "gpu01", "dcgm_exporter", "", "", "", "", "suppressed"),
+        }
+        t0 = time.monotonic()
+        wait_for("NodeExporterDown for gpu01, and the GPU exporter's target-down held back",
+                 lambda: expected <= {key(x) for x in new_alerts(before)}, 240, every=5)
+        time.sleep(max(0.0, t0 + SETTLE_S - time.monotonic()))
+        got = new_alerts(before)
+        assert {key(x) for x in got} == expected, brief(got)
+        down = next(x for x in got if x["labels"]["alertname"] == "NodeExporterDown")
+        on_gpu01 = [x for x in am_alerts() if x["labels"].get("instance") == "gpu01" and x is not down
+                    and x["fingerprint"] != down["fingerprint"]]
+        assert ecc[0]["fingerprint"] in {x["fingerprint"] for x in on_gpu01}, brief(on_gpu01)
+        for x in on_gpu01:
+            assert x["status"]["state"] == "suppressed" and x["status"]["inhibitedBy"] == [down["fingerprint"]], \
+                brief([x])
+        # the other node's alerts are not touched
+        assert any(x["labels"]["instance"] == "gpu02" and x["labels"]["alertname"] == "GpuTemperatureCritical"
+                   and x["status"]["state"] == "active" for x in am_alerts())
+    finally:
+        _vigil(stack, "lab", "fault", "node-down", "gpu01", "--clear")
+    wait_for("gpu01's exporters scraped again", all_up, 120)
