@@ -28,12 +28,12 @@ GPU_KINDS = (
 KINDS = (*GPU_KINDS, "node-down")
 FAULTS_FILE = "/var/lib/vigil/gpusim/faults.json"
 NODE_DOWN_FILE = "/run/vigil/lab-node-down"
-#: units node-down stops when they are active: the GPU exporter (simulated or real) and node_exporter
+#: units node-down stops when they are active: the GPU exporter (simulated or real) and node_exporter,
+#: as the roles name them (`*_service_name` in their defaults)
 EXPORTER_UNITS = (
     "vigil-gpusim.service",
-    "dcgm-exporter.service",
-    "node_exporter.service",
-    "prometheus-node-exporter.service",
+    "vigil-dcgm-exporter.service",
+    "vigil-node-exporter.service",
 )
 
 

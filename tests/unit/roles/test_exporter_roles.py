@@ -304,6 +304,23 @@ def test_lab_inventory_runs_the_exporters_and_scrapes_often(tmp_path: Path) -> N
     assert re.fullmatch(r"\d+s", children["monitoring"]["vars"]["victoriametrics_scrape_interval"])
 
 
+def test_lab_node_down_stops_the_units_the_roles_install() -> None:
+    """`vigil lab fault node-down` stops exactly the exporter units the roles name (the lab test of
+    the node-down alert found it stopping units of other names, so nothing stopped)."""
+    from installer.lab.faults import EXPORTER_UNITS
+
+    names = {f"{load(ROLES / role / 'defaults' / 'main.yml')[var]}.service"
+             for role, var in (("node_exporter", "node_exporter_service_name"),
+                               ("dcgm_exporter", "dcgm_exporter_service_name"),
+                               ("dcgm_exporter", "dcgm_exporter_simulator_service_name"))}
+    assert set(EXPORTER_UNITS) == names
+
+
+def test_lab_inventory_caps_alert_durations_for_quick_faults() -> None:
+    assert inventory_data(LabPaths.from_env())["all"]["children"]["monitoring"]["vars"][
+        "vmalert_alert_duration_cap"] == "20s"
+
+
 def test_site_playbook_runs_the_exporter_roles_on_their_groups() -> None:
     plays = load(REPO / "playbooks" / "site.yml")
     where = {r["role"]: p["hosts"] for p in plays for r in p["roles"]}
