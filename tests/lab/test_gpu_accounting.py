@@ -25,47 +25,25 @@ import json
 import subprocess
 import sys
 import time
-import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.lab.labhttp import query, wait_for
+
 pytestmark = pytest.mark.lab
 
 REPO = Path(__file__).resolve().parents[2]
-MON = "198.18.0.10"
 BUSY_W = 350.0  # dcgm_exporter_simulator_busy_power, the role default the lab keeps
 SCRAPE_S = 10  # the lab inventory's victoriametrics_scrape_interval
 ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
 #: (account, user, GPUs, seconds)
 JOBS = [("physics", "alice", 2, 60), ("physics", "alice", 1, 40), ("chemistry", "bob", 3, 60)]
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def query(expr: str) -> list[dict[str, Any]]:
-    url = f"http://{MON}:8428/api/v1/query?query={urllib.parse.quote(expr)}"
-    assert url.startswith("http://198.18.0."), url  # the lab only
-    with _NO_PROXY.open(url, timeout=20) as resp:
-        data = json.loads(resp.read().decode())
-    assert data["status"] == "success", data
-    return list(data["data"]["result"])
 
 
 def by(series: list[dict[str, Any]], label: str) -> dict[str, float]:
     return {s["metric"].get(label, ""): float(s["value"][1]) for s in series}
-
-
-def wait_for(what: str, check: Any, timeout: float, every: float = 3) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(every)
 
 
 def joined(expr_left: str, ids: str, window: str) -> str:
