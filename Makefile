@@ -10,10 +10,10 @@ DEMO_DIR ?= demo
 
 .PHONY: demo test test-fast test-integration system-deps venv lint bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml exporters/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip "setuptools>=77" wheel
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test]' -e ./exporters
 	touch $(STAMP)
 
 venv: $(STAMP)

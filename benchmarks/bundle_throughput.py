@@ -31,9 +31,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bundle.build import build_bundle  # noqa: E402
-from bundle.signing import generate_keypair, load_public_key, load_signing_key  # noqa: E402
-from bundle.trust import new_root, write_root  # noqa: E402
+from vigil.bundle.build import build_bundle  # noqa: E402
+from vigil.bundle.signing import generate_keypair, load_public_key, load_signing_key  # noqa: E402
+from vigil.bundle.trust import new_root, write_root  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -49,9 +49,9 @@ class Staged:
 
 
 def make_tree(root: Path, size_mib: int) -> list[Path]:
-    from bundle.catalog import catalog_path, load_catalog, load_lock
-    from bundle.channel import default_cache_dir
-    from bundle.fetchers import fetch_component
+    from vigil.bundle.catalog import catalog_path, load_catalog, load_lock
+    from vigil.bundle.channel import default_cache_dir
+    from vigil.bundle.fetchers import fetch_component
 
     lock = load_lock(load_catalog(catalog_path("debian")).lock_path)
     stage = root.parent / "stage"

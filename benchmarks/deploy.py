@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def vigil(env: dict[str, str], *args: str) -> str:
-    res = subprocess.run([sys.executable, "-m", "installer.cli", *args], capture_output=True, text=True, env=env,
+    res = subprocess.run([sys.executable, "-m", "vigil.installer.cli", *args], capture_output=True, text=True, env=env,
                          cwd=REPO)
     if res.returncode != 0:
         raise SystemExit(f"FAIL: benchmark: vigil {' '.join(args)}: {res.stderr.strip() or res.stdout[-2000:]}")

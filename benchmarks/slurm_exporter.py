@@ -26,9 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bundle.fetchers._project import build_project_wheel
-from exporters.slurm.commands import COMMANDS
-from installer.lab import LabPaths, ssh, ssh_argv
+from vigil.bundle.fetchers._project import build_project_wheel
+from vigil.exporters.slurm.commands import COMMANDS
+from vigil.installer.lab import LabPaths, ssh, ssh_argv
 
 CTL = "198.18.0.11"
 PREFIX = "/opt/vigil-test/exporters-bench"
@@ -37,7 +37,7 @@ ACCOUNT = "xbench"
 REMOTE = r"""
 import json, statistics, subprocess, sys, time
 sys.path.insert(0, %(prefix)r)
-from exporters.slurm import SlurmCollector
+from vigil.exporters.slurm import SlurmCollector
 rounds = %(rounds)d
 bare_cmd = %(bare)r
 bare, scrape = [], []

@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bundle._atomic import fsync_dir
-from bundle.container import write_bundle
-from bundle.errors import BundleError
-from bundle.manifest import ComponentEntry, FileEntry, Manifest, format_time
-from bundle.payload import PayloadFile, Progress, write_payload
-from bundle.sbom import SBOM_PATH, items_from_files, render_sbom
-from bundle.signing import SigningKey
+from vigil.basics.atomic import fsync_dir
+from vigil.bundle.container import write_bundle
+from vigil.bundle.errors import BundleError
+from vigil.bundle.manifest import ComponentEntry, FileEntry, Manifest, format_time
+from vigil.bundle.payload import PayloadFile, Progress, write_payload
+from vigil.bundle.sbom import SBOM_PATH, items_from_files, render_sbom
+from vigil.bundle.signing import SigningKey
 
 DEFAULT_VALID_DAYS = 365
 

@@ -44,7 +44,7 @@ from typing import Any, Literal, Union
 
 import yaml
 
-from bundle.errors import CatalogError
+from vigil.bundle.errors import CatalogError
 
 KINDS = ("url", "deb", "wheel", "file", "project")
 DEB_SHIP = ("files", "deb")  # a deb source: unpack the listed members, or ship the .deb whole
@@ -402,7 +402,7 @@ def catalog_path(channel: str, catalog_dir: Path = CATALOG_DIR) -> Path:
 
 
 def _lock_component(cat: Catalog, comp: Component) -> dict[str, Any]:
-    from bundle.fetchers import _apt, _http, _pip  # the resolvers; imported late (they import us)
+    from vigil.bundle.fetchers import _apt, _http, _pip  # the resolvers; imported late (they import us)
 
     obj = f"{_display(cat.path)}: component {comp.name!r}"
     src = comp.source

@@ -13,13 +13,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bundle.build import build_bundle
-from bundle.catalog import CATALOG_DIR, catalog_path, check_lock_current, load_catalog, load_lock
-from bundle.errors import CatalogError
-from bundle.manifest import ComponentEntry
-from bundle.fetchers import fetch_component
-from bundle.payload import Progress
-from bundle.signing import SigningKey
+from vigil.bundle.build import build_bundle
+from vigil.bundle.catalog import CATALOG_DIR, catalog_path, check_lock_current, load_catalog, load_lock
+from vigil.bundle.errors import CatalogError
+from vigil.bundle.manifest import ComponentEntry
+from vigil.bundle.fetchers import fetch_component
+from vigil.bundle.payload import Progress
+from vigil.bundle.signing import SigningKey
 
 ANSIBLE_TREES = ("roles", "playbooks", "inventories/example")
 _SKIP_DIRS = {"__pycache__", ".pytest_cache", ".git"}

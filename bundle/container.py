@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from bundle.errors import BundleRejected
+from vigil.bundle.errors import BundleRejected
 
 BLOCK = 512
 MANIFEST = "manifest.json"

@@ -7,12 +7,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bundle.container import BundleReader
-from bundle.errors import BundleRejected
-from bundle.manifest import parse_manifest
-from bundle.payload import read_leading_member
-from bundle.sbom import SBOM_PATH, summarize_sbom
-from bundle.signing import Minisig
+from vigil.bundle.container import BundleReader
+from vigil.bundle.errors import BundleRejected
+from vigil.bundle.manifest import parse_manifest
+from vigil.bundle.payload import read_leading_member
+from vigil.bundle.sbom import SBOM_PATH, summarize_sbom
+from vigil.bundle.signing import Minisig
 
 
 def inspect_bundle(path: Path) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from bundle.errors import BundleRejected
+from vigil.bundle.errors import BundleRejected
 
 FORMAT = "vigil-bundle/1"
 MAX_MANIFEST_BYTES = 64 << 20

@@ -19,10 +19,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bundle._atomic import fsync_dir, write_file_atomic
-from bundle.errors import BundleError, BundleRejected, SignatureError, TamperedFile
-from bundle.signing import SigningKey
-from bundle.trust import TrustRoot, canonical_json
+from vigil.basics.canonical import canonical_json
+from vigil.basics.atomic import fsync_dir, write_file_atomic
+from vigil.bundle.errors import BundleError, BundleRejected, SignatureError, TamperedFile
+from vigil.bundle.signing import SigningKey
+from vigil.bundle.trust import TrustRoot
 
 INDEX_TYPE = "vigil-bundle-parts"
 CHUNK = 1 << 20

@@ -29,8 +29,8 @@ from typing import BinaryIO, Protocol
 
 import zstandard
 
-from bundle.errors import BundleError, BundleRejected, TamperedFile
-from bundle.manifest import MAX_FRAME_BYTES, FileEntry, Manifest, PayloadEntry, check_member_name
+from vigil.bundle.errors import BundleError, BundleRejected, TamperedFile
+from vigil.bundle.manifest import MAX_FRAME_BYTES, FileEntry, Manifest, PayloadEntry, check_member_name
 
 CHUNK = 1 << 20
 ZSTD_LEVEL = 3

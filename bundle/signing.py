@@ -31,8 +31,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from bundle._atomic import write_file_atomic
-from bundle.errors import KeyFileError, SignatureError
+from vigil.basics.atomic import write_file_atomic
+from vigil.bundle.errors import KeyFileError, SignatureError
 
 _PK_ALG = b"Ed"
 _SIG_ALG_PREHASHED = b"ED"

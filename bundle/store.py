@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bundle._atomic import fsync_dir, write_file_atomic
-from bundle.errors import BundleError, RollbackRefused
-from bundle.manifest import format_time
-from bundle.payload import Progress
-from bundle.trust import TrustRoot
-from bundle.verify import VerifiedHead, verify_bundle
+from vigil.basics.atomic import fsync_dir, write_file_atomic
+from vigil.bundle.errors import BundleError, RollbackRefused
+from vigil.bundle.manifest import format_time
+from vigil.bundle.payload import Progress
+from vigil.bundle.trust import TrustRoot
+from vigil.bundle.verify import VerifiedHead, verify_bundle
 
 
 @dataclass(frozen=True)

@@ -21,15 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bundle._atomic import write_file_atomic
-from bundle.errors import KeyFileError, SignatureError, TrustError
-from bundle.signing import Minisig, PublicKey, SigningKey, key_id_hex
+from vigil.basics.atomic import write_file_atomic
+from vigil.basics.canonical import canonical_json
+from vigil.bundle.errors import KeyFileError, SignatureError, TrustError
+from vigil.bundle.signing import Minisig, PublicKey, SigningKey, key_id_hex
 
 TRUST_TYPE = "vigil-trust-root"
-
-
-def canonical_json(obj: Any) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 @dataclass
@@ -180,7 +177,6 @@ def check_rotation(current: TrustRoot, new: TrustRoot, *, where: str) -> list[st
 
 __all__ = [
     "TrustRoot",
-    "canonical_json",
     "check_rotation",
     "key_id_hex",
     "load_root",

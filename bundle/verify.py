@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bundle.container import BundleReader
-from bundle.errors import BundleRejected, SignatureError
-from bundle.manifest import Manifest, parse_manifest, parse_version
-from bundle.payload import Progress, verify_payload
-from bundle.signing import Minisig
-from bundle.trust import TrustRoot
+from vigil.bundle.container import BundleReader
+from vigil.bundle.errors import BundleRejected, SignatureError
+from vigil.bundle.manifest import Manifest, parse_manifest, parse_version
+from vigil.bundle.payload import Progress, verify_payload
+from vigil.bundle.signing import Minisig
+from vigil.bundle.trust import TrustRoot
 
 
 @dataclass

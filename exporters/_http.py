@@ -7,9 +7,9 @@ import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
-from exporters._expo import CONTENT_TYPE
+from vigil.exporters._expo import CONTENT_TYPE
 
-log = logging.getLogger("exporters.http")
+log = logging.getLogger("vigil.exporters.http")
 
 
 class _Server(ThreadingHTTPServer):

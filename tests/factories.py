@@ -19,11 +19,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bundle.container import write_bundle
-from bundle.manifest import FORMAT, format_time
-from bundle.payload import FRAME_BYTES, compress_frames
-from bundle.signing import PublicKey, SigningKey, generate_keypair, load_public_key, load_signing_key
-from bundle.trust import TrustRoot, new_root, write_root
+from vigil.bundle.container import write_bundle
+from vigil.bundle.manifest import FORMAT, format_time
+from vigil.bundle.payload import FRAME_BYTES, compress_frames
+from vigil.bundle.signing import PublicKey, SigningKey, generate_keypair, load_public_key, load_signing_key
+from vigil.bundle.trust import TrustRoot, new_root, write_root
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 
@@ -190,7 +190,7 @@ def rewrite_container(
     src: Path, dst: Path, *, manifest: bytes | None = None, signatures: dict[str, bytes] | None = None
 ) -> None:
     """Copy a bundle, replacing its manifest and/or signatures (keeping the payload)."""
-    from bundle.container import BundleReader
+    from vigil.bundle.container import BundleReader
 
     with BundleReader(src) as r:
         r.read_head()
@@ -209,7 +209,7 @@ def rewrite_container(
 
 
 def payload_offset(path: Path) -> tuple[int, int]:
-    from bundle.container import BundleReader
+    from vigil.bundle.container import BundleReader
 
     with BundleReader(path) as r:
         r.read_head()

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from bundle.errors import FetchError
-from bundle.fetchers import _apt, _extract
-from bundle.fetchers._http import Cache, Progress, copy_file, hash_file
-from bundle.fetchers._project import build_project_wheel
+from vigil.bundle.errors import FetchError
+from vigil.bundle.fetchers import _apt, _extract
+from vigil.bundle.fetchers._http import Cache, Progress, copy_file, hash_file
+from vigil.bundle.fetchers._project import build_project_wheel
 
 if TYPE_CHECKING:
-    from bundle.catalog import LockedArtifact, LockedComponent
+    from vigil.bundle.catalog import LockedArtifact, LockedComponent
 
 __all__ = ["StagedFile", "build_project_wheel", "fetch_component", "payload_prefix"]
 

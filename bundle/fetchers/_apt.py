@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from bundle.errors import CatalogError, FetchError
+from vigil.bundle.errors import CatalogError, FetchError
 
 
 @dataclass(frozen=True)

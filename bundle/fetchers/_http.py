@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
-from bundle.errors import CatalogError, FetchError
+from vigil.bundle.errors import CatalogError, FetchError
 
 Progress = Callable[[int, "int | None"], None]
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bundle.errors import CatalogError
+from vigil.bundle.errors import CatalogError
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 _KEEP_ENV = ("PIP_CERT", "PIP_CLIENT_CERT", "PIP_DEFAULT_TIMEOUT", "PIP_DISABLE_PIP_VERSION_CHECK",

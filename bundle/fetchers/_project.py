@@ -9,8 +9,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bundle.errors import FetchError
-from bundle.fetchers._pip import DEFAULT_INDEX, clean_pip_env
+from vigil.bundle.errors import FetchError
+from vigil.bundle.fetchers._pip import DEFAULT_INDEX, clean_pip_env
 
 _SKIP = {".git", ".venv", "build", "dist", "__pycache__", ".pytest_cache", ".mypy_cache",
          ".ruff_cache", ".cache"}

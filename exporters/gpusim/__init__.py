@@ -8,7 +8,7 @@ injected faults from a state file. See docs/exporters.md.
 
 from __future__ import annotations
 
-from exporters.gpusim.jobmap import read_jobmap
-from exporters.gpusim.sim import GpuSimulator, SimConfig
+from vigil.exporters.gpusim.jobmap import read_jobmap
+from vigil.exporters.gpusim.sim import GpuSimulator, SimConfig
 
 __all__ = ["GpuSimulator", "SimConfig", "read_jobmap"]

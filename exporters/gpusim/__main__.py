@@ -1,4 +1,4 @@
-"""``vigil-gpusim`` / ``python3 -m exporters.gpusim``: serve the simulated GPUs, or edit faults."""
+"""``vigil-gpusim`` / ``python3 -m vigil.exporters.gpusim``: serve the simulated GPUs, or edit faults."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import argparse
 import logging
 import sys
 
-from exporters import __version__
-from exporters._http import make_server, setup_logging
-from exporters.gpusim import faults as _faults
-from exporters.gpusim.sim import DEFAULT_JOBMAP_DIR, GpuSimulator, SimConfig
+from vigil.exporters import __version__
+from vigil.exporters._http import make_server, setup_logging
+from vigil.exporters.gpusim import faults as _faults
+from vigil.exporters.gpusim.sim import DEFAULT_JOBMAP_DIR, GpuSimulator, SimConfig
 
-log = logging.getLogger("exporters.gpusim")
+log = logging.getLogger("vigil.exporters.gpusim")
 
 
 def parser() -> argparse.ArgumentParser:

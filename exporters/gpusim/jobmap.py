@@ -17,7 +17,7 @@ import logging
 import os
 import re
 
-log = logging.getLogger("exporters.gpusim.jobmap")
+log = logging.getLogger("vigil.exporters.gpusim.jobmap")
 
 _GPU_FILE = re.compile(r"^[0-9]+(\.[0-9]+)?$")
 

@@ -25,9 +25,9 @@ import time
 import uuid
 from typing import Callable
 
-from exporters._expo import Family, render
-from exporters.gpusim import faults as _faults
-from exporters.gpusim.fields import (
+from vigil.exporters._expo import Family, render
+from vigil.exporters.gpusim import faults as _faults
+from vigil.exporters.gpusim.fields import (
     DRIVER_LABEL,
     FIELDS,
     JOB_LABEL,
@@ -36,7 +36,7 @@ from exporters.gpusim.fields import (
     THROTTLE_HW_THERMAL,
     THROTTLE_SW_THERMAL,
 )
-from exporters.gpusim.jobmap import read_jobmap
+from vigil.exporters.gpusim.jobmap import read_jobmap
 
 DEFAULT_JOBMAP_DIR = "/run/vigil/jobmap"
 _UUID_NS = uuid.UUID("6b1d7f5e-3c0a-4f39-9a54-2f0c1e7d9b10")

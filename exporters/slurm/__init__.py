@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from exporters.slurm.collector import DEFAULT_PORT, SlurmCollector
+from vigil.exporters.slurm.collector import DEFAULT_PORT, SlurmCollector
 
 __all__ = ["DEFAULT_PORT", "SlurmCollector"]

@@ -1,4 +1,4 @@
-"""``vigil-slurm-exporter`` / ``python3 -m exporters.slurm``."""
+"""``vigil-slurm-exporter`` / ``python3 -m vigil.exporters.slurm``."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import argparse
 import logging
 import sys
 
-from exporters import __version__
-from exporters._http import make_server, setup_logging
-from exporters.slurm.collector import DEFAULT_PORT, DEFAULT_TIMEOUT, SlurmCollector
+from vigil.exporters import __version__
+from vigil.exporters._http import make_server, setup_logging
+from vigil.exporters.slurm.collector import DEFAULT_PORT, DEFAULT_TIMEOUT, SlurmCollector
 
-log = logging.getLogger("exporters.slurm")
+log = logging.getLogger("vigil.exporters.slurm")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -8,11 +8,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Callable
 
-from exporters._expo import Family, render
-from exporters.slurm import commands as _cmd
-from exporters.slurm.parse import parse_sdiag, parse_sinfo, parse_squeue
+from vigil.exporters._expo import Family, render
+from vigil.exporters.slurm import commands as _cmd
+from vigil.exporters.slurm.parse import parse_sdiag, parse_sinfo, parse_squeue
 
-log = logging.getLogger("exporters.slurm")
+log = logging.getLogger("vigil.exporters.slurm")
 
 DEFAULT_PORT = 9341
 DEFAULT_TIMEOUT = 10.0

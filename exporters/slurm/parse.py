@@ -1,4 +1,4 @@
-"""Parsers for the output of the format strings in :mod:`exporters.slurm.commands`."""
+"""Parsers for the output of the format strings in :mod:`vigil.exporters.slurm.commands`."""
 
 from __future__ import annotations
 

@@ -14,20 +14,20 @@ how ``vigil audit export`` hands it over; the chain keeps the format simple enou
 with a short script.
 
 Checkpoints are signed with the appliance's own Ed25519 audit key (see
-:mod:`installer.audit.keys`), so rewriting the chain from some record onward — which a
+:mod:`vigil.installer.audit.keys`), so rewriting the chain from some record onward — which a
 chain alone cannot reveal — no longer matches a signed head.
 """
 
 from __future__ import annotations
 
-from installer.audit._canonical import GENESIS, canonical
-from installer.audit._files import AuditPaths
-from installer.audit.command import record_command
-from installer.audit.errors import AuditError
-from installer.audit.export import export
-from installer.audit.keys import key_id, load_public_key
-from installer.audit.log import DEFAULT_CHECKPOINT_EVERY, AuditLog
-from installer.audit.verify import Summary, verify, verify_summary
+from vigil.installer.audit._canonical import GENESIS, canonical
+from vigil.installer.audit._files import AuditPaths
+from vigil.installer.audit.command import record_command
+from vigil.installer.audit.errors import AuditError
+from vigil.installer.audit.export import export
+from vigil.installer.audit.keys import key_id, load_public_key
+from vigil.installer.audit.log import DEFAULT_CHECKPOINT_EVERY, AuditLog
+from vigil.installer.audit.verify import Summary, verify, verify_summary
 
 __all__ = [
     "DEFAULT_CHECKPOINT_EVERY",

@@ -8,6 +8,8 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
+from vigil.basics.canonical import canonical_digest, canonical_json
+
 #: ``prev`` of record 1 (and ``head`` of a checkpoint over an empty log)
 GENESIS = "0" * 64
 
@@ -15,16 +17,8 @@ _TIME_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 _HEX64_RE = re.compile(r"[0-9a-f]{64}")
 
 
-def canonical(obj: Any) -> bytes:
-    """The one byte form of a JSON value that hashes and signatures are computed over."""
-    return json.dumps(
-        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode()
-
-
-def digest(obj: Any) -> str:
-    """SHA-256 hex of ``canonical(obj)``."""
-    return hashlib.sha256(canonical(obj)).hexdigest()
+canonical = canonical_json
+digest = canonical_digest
 
 
 def record_hash(record: dict[str, Any]) -> str:

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from installer.audit.errors import AuditError
+from vigil.installer.audit.errors import AuditError
 
 DIR_MODE = 0o750
 LOG_MODE = 0o640

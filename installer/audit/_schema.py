@@ -11,8 +11,8 @@ import binascii
 import json
 from typing import Any
 
-from installer.audit._canonical import is_hex64, is_time
-from installer.audit.errors import AuditError
+from vigil.installer.audit._canonical import is_hex64, is_time
+from vigil.installer.audit.errors import AuditError
 
 OUTCOMES = ("ok", "failed", "refused")
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from installer.audit.log import AuditLog
-from installer.cli._context import Context
+from vigil.installer.audit.log import AuditLog
+from vigil.installer.cli._context import Context
 
 
 def record_command(ctx: Context) -> None:
     """Append one record for this invocation and a signed checkpoint over it.
 
-    Raises :class:`~installer.audit.errors.AuditError` when the audit directory cannot be
+    Raises :class:`~vigil.installer.audit.errors.AuditError` when the audit directory cannot be
     written (or its log is found cut or rewritten): a command that cannot be audited fails.
     """
     details = dict(ctx.audit_details)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bundle.errors import VigilError
+from vigil.basics.errors import VigilError
 
 
 class AuditError(VigilError):

@@ -7,9 +7,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from installer.audit._files import DIR_MODE, LOG_MODE, PUBLIC_KEY_MODE, cannot, fsync_dir, locked
-from installer.audit.errors import AuditError
-from installer.audit.log import AuditLog
+from vigil.installer.audit._files import DIR_MODE, LOG_MODE, PUBLIC_KEY_MODE, cannot, fsync_dir, locked
+from vigil.installer.audit.errors import AuditError
+from vigil.installer.audit.log import AuditLog
 
 EXPORTED = (
     ("log", "log.jsonl", LOG_MODE),

@@ -16,9 +16,9 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from installer.audit._canonical import canonical
-from installer.audit._files import PRIVATE_KEY_MODE, PUBLIC_KEY_MODE, AuditPaths, cannot, write_new_file
-from installer.audit.errors import AuditError
+from vigil.installer.audit._canonical import canonical
+from vigil.installer.audit._files import PRIVATE_KEY_MODE, PUBLIC_KEY_MODE, AuditPaths, cannot, write_new_file
+from vigil.installer.audit.errors import AuditError
 
 
 def key_id(public_key: Ed25519PublicKey) -> str:

@@ -22,12 +22,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from installer.audit import _canonical
-from installer.audit._canonical import GENESIS, canonical, format_time, record_hash
-from installer.audit._files import AuditPaths, append_line, create_empty, last_line, locked
-from installer.audit._schema import OUTCOMES, parse_checkpoint, parse_record
-from installer.audit.errors import AuditError
-from installer.audit.keys import key_id, load_or_create, sign
+from vigil.installer.audit import _canonical
+from vigil.installer.audit._canonical import GENESIS, canonical, format_time, record_hash
+from vigil.installer.audit._files import AuditPaths, append_line, create_empty, last_line, locked
+from vigil.installer.audit._schema import OUTCOMES, parse_checkpoint, parse_record
+from vigil.installer.audit.errors import AuditError
+from vigil.installer.audit.keys import key_id, load_or_create, sign
 
 DEFAULT_CHECKPOINT_EVERY = 100
 

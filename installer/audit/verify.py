@@ -33,11 +33,11 @@ from typing import IO, Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from installer.audit._canonical import GENESIS, record_hash
-from installer.audit._files import cannot
-from installer.audit._schema import parse_checkpoint, parse_record, signed_part
-from installer.audit.errors import AuditError
-from installer.audit.keys import check_signature, key_id, load_public_key
+from vigil.installer.audit._canonical import GENESIS, record_hash
+from vigil.installer.audit._files import cannot
+from vigil.installer.audit._schema import parse_checkpoint, parse_record, signed_part
+from vigil.installer.audit.errors import AuditError
+from vigil.installer.audit.keys import check_signature, key_id, load_public_key
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,10 @@
 
 Each area registers its subcommands from its own module (``installer/cli/<area>.py``) with a
 ``register(subparsers)`` function. A subcommand handler has the signature
-``handler(args, ctx) -> int | None`` and raises :class:`bundle.errors.VigilError` on failure.
+``handler(args, ctx) -> int | None`` and raises :class:`vigil.bundle.errors.VigilError` on failure.
 
 Every invocation, successful or not, leaves one audit record and a signed checkpoint
-(see :mod:`installer.audit`) before the process exits.
+(see :mod:`vigil.installer.audit`) before the process exits.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from bundle.errors import UsageError, VigilError
-from installer.cli._context import Context
+from vigil.basics.errors import UsageError, VigilError
+from vigil.installer.cli._context import Context
 
 DEFAULT_HOME = "/var/lib/vigil"
 
@@ -31,13 +31,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from installer.cli import audit as audit_cli
-    from installer.cli import bundle as bundle_cli
-    from installer.cli import demo as demo_cli
-    from installer.cli import deploy as deploy_cli
-    from installer.cli import keys as keys_cli
-    from installer.cli import lab as lab_cli
-    from installer.cli import trust as trust_cli
+    from vigil.installer.cli import audit as audit_cli
+    from vigil.installer.cli import bundle as bundle_cli
+    from vigil.installer.cli import demo as demo_cli
+    from vigil.installer.cli import deploy as deploy_cli
+    from vigil.installer.cli import keys as keys_cli
+    from vigil.installer.cli import lab as lab_cli
+    from vigil.installer.cli import trust as trust_cli
 
     parser = _Parser(
         prog="vigil",
@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _audit(ctx: Context, rc: int) -> int:
     """Record the invocation; a command whose audit record cannot be written fails."""
-    from installer import audit
+    from vigil.installer import audit
 
     try:
         audit.record_command(ctx)

@@ -2,6 +2,6 @@
 
 import sys
 
-from installer.cli import main
+from vigil.installer.cli import main
 
 sys.exit(main())

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bundle.errors import UsageError
-from installer.audit import GENESIS, AuditLog, AuditPaths, export, verify_summary
-from installer.audit._canonical import parse_since
-from installer.cli._context import Context
+from vigil.basics.errors import UsageError
+from vigil.installer.audit import GENESIS, AuditLog, AuditPaths, export, verify_summary
+from vigil.installer.audit._canonical import parse_since
+from vigil.installer.cli._context import Context
 
 CSV_COLUMNS = (
     "seq",

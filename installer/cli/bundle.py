@@ -5,16 +5,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bundle.inspect import inspect_bundle
-from bundle.media import join_parts, parse_size, split_bundle
-from bundle.signing import load_signing_key, read_passphrase
-from bundle.store import BundleStore
-from bundle.trust import load_root
-from bundle.verify import verify_bundle
-from installer import __version__
-from installer.cli._context import Context
-from installer.cli._output import emit_json, ok, progress_bar
-from installer.cli.trust import resolve_trust
+from vigil.bundle.inspect import inspect_bundle
+from vigil.bundle.media import join_parts, parse_size, split_bundle
+from vigil.bundle.signing import load_signing_key, read_passphrase
+from vigil.bundle.store import BundleStore
+from vigil.bundle.trust import load_root
+from vigil.bundle.verify import verify_bundle
+from vigil.installer import __version__
+from vigil.installer.cli._context import Context
+from vigil.installer.cli._output import emit_json, ok, progress_bar
+from vigil.installer.cli.trust import resolve_trust
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -124,7 +124,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _lock(args: argparse.Namespace, ctx: Context) -> int:
-    from bundle.catalog import CATALOG_DIR, catalog_path, lock_channel
+    from vigil.bundle.catalog import CATALOG_DIR, catalog_path, lock_channel
 
     path = catalog_path(args.channel, args.catalog_dir or CATALOG_DIR)
     ctx.audit_object = str(path)
@@ -137,8 +137,8 @@ def _lock(args: argparse.Namespace, ctx: Context) -> int:
 def _build(args: argparse.Namespace, ctx: Context) -> int:
     import sys
 
-    from bundle.catalog import CATALOG_DIR
-    from bundle.channel import build_channel
+    from vigil.bundle.catalog import CATALOG_DIR
+    from vigil.bundle.channel import build_channel
 
     ctx.audit_object = f"channel {args.channel} version {args.version}"
     passphrase = read_passphrase(args.passphrase_file)

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bundle.errors import VigilError
-from bundle.store import BundleStore
-from installer.cli._context import Context
+from vigil.basics.errors import VigilError
+from vigil.bundle.store import BundleStore
+from vigil.installer.cli._context import Context
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -47,7 +47,7 @@ def _step(title: str) -> None:
 
 def _run(home: Path, *args: str, capture: bool = False) -> str:
     """Run one vigil command as the demo's step; with CAPTURE, returns what it printed (also shown)."""
-    from installer.cli import main
+    from vigil.installer.cli import main
 
     print(f"$ vigil {' '.join(args)}", flush=True)
     out = io.StringIO()
@@ -164,8 +164,8 @@ def _fault_to_alert(home: Path) -> dict[str, Any]:
     """Run a job on gpu01, overheat its GPU 0, wait for the alert at Alertmanager, then undo both."""
     import urllib.parse
 
-    from installer.lab import LabPaths
-    from installer.lab.jobs import cancel
+    from vigil.installer.lab import LabPaths
+    from vigil.installer.lab.jobs import cancel
 
     job = _run(home, "lab", "job", "--account", "physics", "--user", "alice", "--gpus", "4", "--seconds", "600",
                "--node", FAULT_HOST, capture=True).split()[-1]

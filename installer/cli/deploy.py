@@ -8,11 +8,11 @@ import threading
 import time
 from pathlib import Path
 
-from bundle.trust import load_root
-from installer.cli._context import Context
-from installer.cli._output import emit_json
-from installer.cli.trust import resolve_trust
-from installer.deploy import DeployError, Progress, deploy, plan_deploy
+from vigil.bundle.trust import load_root
+from vigil.installer.cli._context import Context
+from vigil.installer.cli._output import emit_json
+from vigil.installer.cli.trust import resolve_trust
+from vigil.installer.deploy import DeployError, Progress, deploy, plan_deploy
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -86,7 +86,7 @@ def _deploy(args: argparse.Namespace, ctx: Context) -> int:
     if "error" in result_box:
         raise result_box["error"]  # type: ignore[misc]
     result = result_box["result"]
-    from installer.deploy.runner import RunResult
+    from vigil.installer.deploy.runner import RunResult
 
     assert isinstance(result, RunResult)
     counts = {h: vars(s) for h, s in result.progress.hosts.items()}

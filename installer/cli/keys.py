@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bundle.signing import generate_keypair, load_public_key, read_passphrase
-from installer.cli._context import Context
-from installer.cli._output import emit_json, ok
+from vigil.bundle.signing import generate_keypair, load_public_key, read_passphrase
+from vigil.installer.cli._context import Context
+from vigil.installer.cli._output import emit_json, ok
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

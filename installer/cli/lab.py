@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from installer.cli._context import Context
-from installer.cli._output import emit_json, ok
+from vigil.installer.cli._context import Context
+from vigil.installer.cli._output import emit_json, ok
 
 _HOSTS_TEXT = (
     "mon01 198.18.0.10 (monitoring), ctl01 198.18.0.11 (slurmctld, munge), gpu01 198.18.0.21 and "
@@ -122,7 +122,7 @@ def _say(msg: str) -> None:
 
 
 def _up(args: argparse.Namespace, ctx: Context) -> int:
-    from installer import lab
+    from vigil.installer import lab
 
     ctx.audit_object = "lab"
     res = lab.up(inventory_dir=args.inventory, mirror=args.mirror, log=_say)
@@ -166,7 +166,7 @@ def _up(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _down(args: argparse.Namespace, ctx: Context) -> int:
-    from installer import lab
+    from vigil.installer import lab
 
     ctx.audit_object = "lab"
     outcome = lab.down(log=_say)
@@ -179,7 +179,7 @@ def _down(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _status(args: argparse.Namespace, ctx: Context) -> int:
-    from installer import lab
+    from vigil.installer import lab
 
     ctx.audit_object = "lab"
     st = lab.status()
@@ -206,8 +206,8 @@ def _status(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _job(args: argparse.Namespace, ctx: Context) -> int:
-    from installer.lab import LabPaths
-    from installer.lab.jobs import submit
+    from vigil.installer.lab import LabPaths
+    from vigil.installer.lab.jobs import submit
 
     ctx.audit_object = f"lab/job/{args.account}"
     ctx.audit_details.update(account=args.account, user=args.user, gpus=args.gpus, seconds=args.seconds,
@@ -224,8 +224,8 @@ def _job(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _fault(args: argparse.Namespace, ctx: Context) -> int:
-    from installer.lab import LabPaths
-    from installer.lab.faults import inject
+    from vigil.installer.lab import LabPaths
+    from vigil.installer.lab.faults import inject
 
     where = f"{args.host}/{args.gpu}" if args.gpu is not None else args.host
     ctx.audit_object = f"lab/fault/{args.kind}/{where}"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bundle.errors import TrustError
-from bundle.signing import load_public_key, load_signing_key, read_passphrase
-from bundle.trust import check_rotation, load_root, new_root, write_root
-from installer.cli._context import Context
-from installer.cli._output import emit_json, ok
+from vigil.bundle.errors import TrustError
+from vigil.bundle.signing import load_public_key, load_signing_key, read_passphrase
+from vigil.bundle.trust import check_rotation, load_root, new_root, write_root
+from vigil.installer.cli._context import Context
+from vigil.installer.cli._output import emit_json, ok
 
 
 def store_path(ctx: Context) -> Path:

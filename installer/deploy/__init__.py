@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from bundle.store import BundleStore
-from bundle.trust import TrustRoot
-from installer.deploy.artifacts import DeployError, StoredBundle, artifact_vars, open_stored
-from installer.deploy.inventory import Inventory, load_inventory
-from installer.deploy.runner import Progress, RunResult, new_run_id, ping_hosts, run_playbook
+from vigil.bundle.store import BundleStore
+from vigil.bundle.trust import TrustRoot
+from vigil.installer.deploy.artifacts import DeployError, StoredBundle, artifact_vars, open_stored
+from vigil.installer.deploy.inventory import Inventory, load_inventory
+from vigil.installer.deploy.runner import Progress, RunResult, new_run_id, ping_hosts, run_playbook
 
 __all__ = ["DeployError", "DeployPlan", "Progress", "RunResult", "deploy", "plan_deploy"]
 

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bundle.errors import TamperedFile, VigilError
-from bundle.manifest import Manifest, parse_manifest
-from bundle.signing import Minisig
-from bundle.store import BundleStore
-from bundle.trust import TrustRoot
+from vigil.basics.errors import VigilError
+from vigil.bundle.errors import TamperedFile
+from vigil.bundle.manifest import Manifest, parse_manifest
+from vigil.bundle.signing import Minisig
+from vigil.bundle.store import BundleStore
+from vigil.bundle.trust import TrustRoot
 
 CHUNK = 1 << 20
 

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from installer.deploy.artifacts import DeployError
+from vigil.installer.deploy.artifacts import DeployError
 
 KNOWN_GROUPS = ("monitoring", "slurm_controller", "gpu_nodes")
 REQUIRED_HOST_VARS = ("ansible_host",)

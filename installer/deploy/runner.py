@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from installer.deploy.artifacts import DeployError
+from vigil.installer.deploy.artifacts import DeployError
 
 COUNTS = ("ok", "changed", "failed", "unreachable", "skipped")
 

@@ -7,11 +7,11 @@ what `up()` started, by its recorded PIDs; `status()` reports.
 
 from __future__ import annotations
 
-from installer.lab.control import HostReport, UpResult, down, slurm_nodes, status, up
-from installer.lab.errors import LabError, LabPrerequisiteMissing
-from installer.lab.hosts import ACCOUNTS, ADMIN_IP, BRIDGE, HOSTS, SUBNET, USERS, Host, host_by_name
-from installer.lab.paths import LabPaths
-from installer.lab.ssh import ssh, ssh_argv
+from vigil.installer.lab.control import HostReport, UpResult, down, slurm_nodes, status, up
+from vigil.installer.lab.errors import LabError, LabPrerequisiteMissing
+from vigil.installer.lab.hosts import ACCOUNTS, ADMIN_IP, BRIDGE, HOSTS, SUBNET, USERS, Host, host_by_name
+from vigil.installer.lab.paths import LabPaths
+from vigil.installer.lab.ssh import ssh, ssh_argv
 
 __all__ = [
     "ACCOUNTS",

@@ -6,7 +6,7 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 
-from installer.lab.errors import LabError, LabPrerequisiteMissing
+from vigil.installer.lab.errors import LabError, LabPrerequisiteMissing
 
 #: tool -> Debian package that provides it (scripts/system-deps.sh installs them)
 TOOLS: dict[str, str] = {

@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from installer.lab import cgroups, inventory, keys, network, nspawn, prepare, rootfs
-from installer.lab import state as lab_state
-from installer.lab._proc import require_tools
-from installer.lab.errors import LabError, LabPrerequisiteMissing
-from installer.lab.hosts import BRIDGE, HOSTS, Host
-from installer.lab.mirror import find_mirror
-from installer.lab.paths import LabPaths
-from installer.lab.ssh import ssh
+from vigil.installer.lab import cgroups, inventory, keys, network, nspawn, prepare, rootfs
+from vigil.installer.lab import state as lab_state
+from vigil.installer.lab._proc import require_tools
+from vigil.installer.lab.errors import LabError, LabPrerequisiteMissing
+from vigil.installer.lab.hosts import BRIDGE, HOSTS, Host
+from vigil.installer.lab.mirror import find_mirror
+from vigil.installer.lab.paths import LabPaths
+from vigil.installer.lab.ssh import ssh
 
 Log = Callable[[str], None]
 

@@ -2,7 +2,7 @@
 
 GPU faults go into the GPU simulator's state file on the host (``/var/lib/vigil/gpusim/faults.json``),
 which the simulator re-reads at every scrape. The edit runs on the host, under the file's lock, by
-feeding :mod:`exporters.gpusim.faults` itself to ``python3 -`` over ssh, so the host needs nothing
+feeding :mod:`vigil.exporters.gpusim.faults` itself to ``python3 -`` over ssh, so the host needs nothing
 but its system python3.
 
 ``node-down`` makes the node look dead to monitoring without touching Slurm or the container (the
@@ -17,10 +17,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from installer.lab.errors import LabError
-from installer.lab.hosts import GPUS_PER_NODE, host_by_name
-from installer.lab.paths import LabPaths
-from installer.lab.ssh import ssh, ssh_argv
+from vigil.installer.lab.errors import LabError
+from vigil.installer.lab.hosts import GPUS_PER_NODE, host_by_name
+from vigil.installer.lab.paths import LabPaths
+from vigil.installer.lab.ssh import ssh, ssh_argv
 
 GPU_KINDS = (
     "ecc-dbe", "ecc-sbe-storm", "xid", "thermal", "throttle", "nvlink-crc", "fb-full", "stuck-idle",
@@ -50,13 +50,13 @@ class FaultResult:
 def _faults_source() -> str:
     """The source of exporters/gpusim/faults.py (importable from a checkout; else beside installer/)."""
     try:
-        import exporters.gpusim.faults as mod
+        import vigil.exporters.gpusim.faults as mod
 
         path = Path(mod.__file__)
     except ImportError:
-        import installer
+        import vigil.installer
 
-        path = Path(installer.__file__).resolve().parent.parent / "exporters" / "gpusim" / "faults.py"
+        path = Path(vigil.installer.__file__).resolve().parent.parent / "exporters" / "gpusim" / "faults.py"
     try:
         return path.read_text(encoding="utf-8")
     except OSError as e:

@@ -55,6 +55,6 @@ def host_by_name(name: str) -> Host:
     for h in HOSTS:
         if h.name == name:
             return h
-    from installer.lab.errors import LabError
+    from vigil.installer.lab.errors import LabError
 
     raise LabError(name, f"no such lab host (hosts: {', '.join(h.name for h in HOSTS)})")

@@ -7,9 +7,9 @@ from typing import Any
 
 import yaml
 
-from installer.lab import _files
-from installer.lab.hosts import GROUPS, HOSTS, Host
-from installer.lab.paths import LabPaths
+from vigil.installer.lab import _files
+from vigil.installer.lab.hosts import GROUPS, HOSTS, Host
+from vigil.installer.lab.paths import LabPaths
 
 #: Group variables of the lab: the exporters the lab can run (the GPU simulator stands in for
 #: dcgm-exporter, with no power noise so per-job energy is exact), scraped every 10 s, and every

@@ -6,11 +6,11 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from installer.lab.errors import LabError
-from installer.lab.hosts import GPUS_PER_NODE, HOSTS, USERS, host_by_name
-from installer.lab.paths import LabPaths
-from installer.lab.slurm import PARTITION
-from installer.lab.ssh import ssh
+from vigil.installer.lab.errors import LabError
+from vigil.installer.lab.hosts import GPUS_PER_NODE, HOSTS, USERS, host_by_name
+from vigil.installer.lab.paths import LabPaths
+from vigil.installer.lab.slurm import PARTITION
+from vigil.installer.lab.ssh import ssh
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 DEFAULT_USER = "alice"

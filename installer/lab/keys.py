@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from installer.lab import _files
-from installer.lab._proc import run
-from installer.lab.hosts import Host
-from installer.lab.paths import LabPaths
+from vigil.installer.lab import _files
+from vigil.installer.lab._proc import run
+from vigil.installer.lab.hosts import Host
+from vigil.installer.lab.paths import LabPaths
 
 
 def ensure_admin_key(paths: LabPaths) -> Path:

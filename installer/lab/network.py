@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from installer.lab._proc import run
-from installer.lab.errors import LabError
-from installer.lab.hosts import ADMIN_IP, BRIDGE, PREFIX_LEN, SUBNET, Host
+from vigil.installer.lab._proc import run
+from vigil.installer.lab.errors import LabError
+from vigil.installer.lab.hosts import ADMIN_IP, BRIDGE, PREFIX_LEN, SUBNET, Host
 
 
 def _sysctl(path: str, value: str) -> None:

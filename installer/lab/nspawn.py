@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from installer.lab.errors import LabError
-from installer.lab.hosts import BRIDGE, Host
+from vigil.installer.lab.errors import LabError
+from vigil.installer.lab.hosts import BRIDGE, Host
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from installer.lab import _files, slurm
-from installer.lab.hosts import ADMIN_IP, HOSTS, PREFIX_LEN, Host
+from vigil.installer.lab import _files, slurm
+from vigil.installer.lab.hosts import ADMIN_IP, HOSTS, PREFIX_LEN, Host
 
 #: sorts before the stock 80-container-host0.network (DHCP), so this one is used for host0
 NETWORK_FILE = "etc/systemd/network/10-host0.network"

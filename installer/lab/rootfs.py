@@ -15,11 +15,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from installer.lab import _files
-from installer.lab._proc import run
-from installer.lab.errors import LabError
-from installer.lab.hosts import USERS
-from installer.lab.mirror import Mirror
+from vigil.installer.lab import _files
+from vigil.installer.lab._proc import run
+from vigil.installer.lab.errors import LabError
+from vigil.installer.lab.hosts import USERS
+from vigil.installer.lab.mirror import Mirror
 
 SUITE = "bookworm"
 

@@ -8,7 +8,7 @@ reports need.
 
 from __future__ import annotations
 
-from installer.lab.hosts import GPUS_PER_NODE, HOSTS, Host
+from vigil.installer.lab.hosts import GPUS_PER_NODE, HOSTS, Host
 
 CLUSTER_NAME = "vigil-lab"
 PARTITION = "gpu"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
-from installer.lab.paths import LabPaths
+from vigil.installer.lab.paths import LabPaths
 
 
 def ssh_options(paths: LabPaths) -> list[str]:

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from installer.lab.errors import LabError
+from vigil.installer.lab.errors import LabError
 
 FORMAT = 1
 

@@ -19,7 +19,7 @@ import pytest
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-VIGIL = [sys.executable, "-m", "installer.cli"]
+VIGIL = [sys.executable, "-m", "vigil.installer.cli"]
 EPOCH = "1764374400"  # 2025-11-29T00:00:00Z
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from installer.cli import main
+from vigil.installer.cli import main
 from tests.factories import craft_bundle, make_key, make_trust
 
 pytestmark = pytest.mark.integration

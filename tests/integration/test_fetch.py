@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bundle.catalog import load_lock, lock_channel
-from bundle.errors import CatalogError, FetchError
-from bundle.fetchers import build_project_wheel, fetch_component
-from bundle.fetchers._extract import extract_tar_stream
-from bundle.fetchers._http import _HttpsOnlyRedirects
+from vigil.bundle.catalog import load_lock, lock_channel
+from vigil.bundle.errors import CatalogError, FetchError
+from vigil.bundle.fetchers import build_project_wheel, fetch_component
+from vigil.bundle.fetchers._extract import extract_tar_stream
+from vigil.bundle.fetchers._http import _HttpsOnlyRedirects
 
 pytestmark = pytest.mark.integration
 

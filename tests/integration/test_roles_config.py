@@ -23,7 +23,7 @@ from tests.unit.roles.rendering import ROLES, render
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-VIGIL = [sys.executable, "-m", "installer.cli"]
+VIGIL = [sys.executable, "-m", "vigil.installer.cli"]
 BINARIES = {
     "_victoriametrics_binary": "victoria-metrics/bin/victoria-metrics",
     "_vmalert_binary": "victoria-metrics/bin/vmalert",

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from installer import lab as lab_api
-from installer.lab import HOSTS, LabPaths
-from installer.lab._proc import TOOLS
+from vigil.installer import lab as lab_api
+from vigil.installer.lab import HOSTS, LabPaths
+from vigil.installer.lab._proc import TOOLS
 
 
 def _missing_prerequisite() -> str | None:
@@ -116,7 +116,7 @@ def deploy_stack_from_bundle(lab: Lab, tmp: Path, cache: str) -> DeployedStack:
     env = {**os.environ, "VIGIL_HOME": str(tmp / "home"), "VIGIL_CACHE": cache, "PYTHONPATH": str(repo)}
 
     def vigil(*args: str) -> str:
-        res = subprocess.run([sys.executable, "-m", "installer.cli", *args], capture_output=True, text=True,
+        res = subprocess.run([sys.executable, "-m", "vigil.installer.cli", *args], capture_output=True, text=True,
                              env=env, cwd=repo, timeout=1500, check=False)
         if res.returncode != 0:
             pytest.fail(f"vigil {' '.join(args)} exited {res.returncode}\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}")

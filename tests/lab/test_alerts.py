@@ -44,7 +44,7 @@ SETTLE_S = 75
 
 
 def _vigil(env: dict[str, str], *args: str) -> str:
-    res = subprocess.run([sys.executable, "-m", "installer.cli", *args], capture_output=True, text=True,
+    res = subprocess.run([sys.executable, "-m", "vigil.installer.cli", *args], capture_output=True, text=True,
                          cwd=REPO, env=env, timeout=180, check=False)
     assert res.returncode == 0, f"vigil {' '.join(args)}: {res.stdout}{res.stderr}"
     return res.stdout

@@ -42,16 +42,16 @@ PACKAGES = ["libauparse0", "auditd", "libestr0", "libfastjson4", "liblognorm5", 
 
 
 def vigil(env: dict[str, str], *args: str) -> None:
-    res = subprocess.run([sys.executable, "-m", "installer.cli", *args], capture_output=True, text=True,
+    res = subprocess.run([sys.executable, "-m", "vigil.installer.cli", *args], capture_output=True, text=True,
                          env=env, cwd=REPO, timeout=1500, check=False)
     assert res.returncode == 0, f"vigil {' '.join(args)}: {res.stdout}\n{res.stderr}"
 
 
 def contract_vars(home: Path, trust: Path) -> dict[str, Any]:
     """The extra vars `vigil deploy` would pass, from the imported bundle."""
-    from bundle.store import BundleStore
-    from bundle.trust import load_root
-    from installer.deploy.artifacts import artifact_vars, open_stored
+    from vigil.bundle.store import BundleStore
+    from vigil.bundle.trust import load_root
+    from vigil.installer.deploy.artifacts import artifact_vars, open_stored
 
     return artifact_vars(open_stored(BundleStore(home), load_root(trust)))
 

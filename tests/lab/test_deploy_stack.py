@@ -48,7 +48,7 @@ def query(expr: str) -> list[dict[str, Any]]:
 
 
 def vigil(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    res = subprocess.run([sys.executable, "-m", "installer.cli", *args], capture_output=True, text=True,
+    res = subprocess.run([sys.executable, "-m", "vigil.installer.cli", *args], capture_output=True, text=True,
                          env=env, cwd=REPO, timeout=1500)
     if res.returncode != 0:
         raise AssertionError(f"vigil {' '.join(args)} exited {res.returncode}\n{res.stdout}\n{res.stderr}")

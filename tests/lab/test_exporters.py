@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from bundle.fetchers._project import build_project_wheel
-from installer.lab import ssh_argv
+from vigil.bundle.fetchers._project import build_project_wheel
+from vigil.installer.lab import ssh_argv
 from tests.unit.exporters.expo_helpers import parse_exposition
 
 pytestmark = [pytest.mark.lab]
@@ -33,7 +33,7 @@ ACCOUNTS = ("xtest-physics", "xtest-chemistry")  # test-only accounts: counts ex
 
 
 def _vigil(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "installer.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "vigil.installer.cli", *args], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)
 
 
@@ -66,12 +66,12 @@ def exporters_running(lab, tmp_path_factory):
     lab.ssh("gpu01", f"systemctl stop vigil-test-gpusim 2>/dev/null; systemctl reset-failed vigil-test-gpusim "
                      f"2>/dev/null; rm -rf {JOBMAP}; mkdir -p {JOBMAP}; "
                      f"systemd-run --unit=vigil-test-gpusim --collect -E PYTHONPATH={PREFIX} "
-                     f"/usr/bin/python3 -m exporters.gpusim --address {lab.ip('gpu01')}:{SIM_PORT} "
+                     f"/usr/bin/python3 -m vigil.exporters.gpusim --address {lab.ip('gpu01')}:{SIM_PORT} "
                      f"--hpc-job-mapping-dir {JOBMAP} --power-noise 0")
     lab.ssh("ctl01", "systemctl stop vigil-test-slurm-exporter 2>/dev/null; "
                      "systemctl reset-failed vigil-test-slurm-exporter 2>/dev/null; "
                      f"systemd-run --unit=vigil-test-slurm-exporter --collect -E PYTHONPATH={PREFIX} "
-                     f"/usr/bin/python3 -m exporters.slurm --listen-address {lab.ip('ctl01')}:{SLURM_PORT}")
+                     f"/usr/bin/python3 -m vigil.exporters.slurm --listen-address {lab.ip('ctl01')}:{SLURM_PORT}")
     _wait_scrape(lab.ip("gpu01"), SIM_PORT)
     _wait_scrape(lab.ip("ctl01"), SLURM_PORT)
     yield lab

@@ -63,7 +63,7 @@ def ran_jobs(lab: Any, deployed_stack: Any) -> dict[str, Any]:
     try:
         for account, user, gpus, seconds in JOBS:
             res = subprocess.run(
-                [sys.executable, "-m", "installer.cli", "lab", "job", "--account", account, "--user", user,
+                [sys.executable, "-m", "vigil.installer.cli", "lab", "job", "--account", account, "--user", user,
                  "--gpus", str(gpus), "--seconds", str(seconds)],
                 capture_output=True, text=True, cwd=REPO, timeout=120, env=deployed_stack.env, check=False)
             assert res.returncode == 0, res.stderr
@@ -151,7 +151,7 @@ def test_the_exporters_run_hardened_as_their_own_users(lab: Any, deployed_stack:
 
 
 def test_second_deploy_changes_nothing(lab: Any, deployed_stack: Any, ran_jobs: dict[str, Any]) -> None:
-    res = subprocess.run([sys.executable, "-m", "installer.cli", "deploy", "-i", str(lab.inventory), "--json"],
+    res = subprocess.run([sys.executable, "-m", "vigil.installer.cli", "deploy", "-i", str(lab.inventory), "--json"],
                          capture_output=True, text=True, env=deployed_stack.env, cwd=REPO, timeout=1500,
                          check=False)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

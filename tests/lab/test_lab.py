@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 import pytest
 import yaml
 
-from installer import lab as lab_api
-from installer.lab import BRIDGE, HOSTS, nspawn, state
-from installer.lab.network import link_exists, veth_name
+from vigil.installer import lab as lab_api
+from vigil.installer.lab import BRIDGE, HOSTS, nspawn, state
+from vigil.installer.lab.network import link_exists, veth_name
 
 if TYPE_CHECKING:
     from tests.lab.conftest import Lab

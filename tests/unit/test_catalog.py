@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bundle.catalog import (
+from vigil.bundle.catalog import (
     CATALOG_DIR,
     ProjectSource,
     UrlSource,
@@ -18,8 +18,8 @@ from bundle.catalog import (
     load_lock,
     lock_channel,
 )
-from bundle.errors import CatalogError
-from bundle.fetchers._http import sha256_from_checksum_file
+from vigil.bundle.errors import CatalogError
+from vigil.bundle.fetchers._http import sha256_from_checksum_file
 
 REPO = Path(__file__).resolve().parents[2]
 SHA_A = "a" * 64

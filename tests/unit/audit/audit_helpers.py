@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from installer.audit import AuditPaths
-from installer.audit._canonical import canonical, record_hash
+from vigil.installer.audit import AuditPaths
+from vigil.installer.audit._canonical import canonical, record_hash
 
 
 def unprotect(*paths: Path) -> None:

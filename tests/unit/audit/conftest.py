@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from audit_helpers import LogFiles, Result, unprotect
 
-from installer.audit import AuditPaths
-from installer.cli import main
+from vigil.installer.audit import AuditPaths
+from vigil.installer.cli import main
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from audit_helpers import LogFiles
 
-from installer.audit import AuditLog, verify_summary
+from vigil.installer.audit import AuditLog, verify_summary
 
 WRITERS = 4
 EACH = 150

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from audit_helpers import LogFiles, line, rehash
 
-from installer.audit import (
+from vigil.installer.audit import (
     GENESIS,
     AuditError,
     AuditLog,
@@ -22,9 +22,9 @@ from installer.audit import (
     verify,
     verify_summary,
 )
-from installer.audit._files import last_line
-from installer.audit.keys import load_or_create, load_public_key, sign
-from installer.cli._context import Context
+from vigil.installer.audit._files import last_line
+from vigil.installer.audit.keys import load_or_create, load_public_key, sign
+from vigil.installer.cli._context import Context
 
 
 def _verify(log: AuditLog) -> None:

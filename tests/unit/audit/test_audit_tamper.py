@@ -15,8 +15,8 @@ from audit_helpers import LogFiles, Result, line, rechain, rehash
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from installer.audit import key_id
-from installer.audit._canonical import canonical
+from vigil.installer.audit import key_id
+from vigil.installer.audit._canonical import canonical
 
 Vigil = Callable[..., Result]
 

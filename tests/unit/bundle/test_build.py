@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from bundle.build import build_bundle
-from bundle.errors import BundleError
-from bundle.inspect import inspect_bundle
-from bundle.trust import new_root
-from bundle.verify import verify_bundle
+from vigil.bundle.build import build_bundle
+from vigil.bundle.errors import BundleError
+from vigil.bundle.inspect import inspect_bundle
+from vigil.bundle.trust import new_root
+from vigil.bundle.verify import verify_bundle
 from tests.factories import KeyPair, make_key
 
 CREATED = datetime(2026, 11, 1, tzinfo=UTC)

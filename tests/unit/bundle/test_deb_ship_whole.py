@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bundle.catalog import LockedArtifact, LockedComponent, load_catalog, load_lock
-from bundle.errors import CatalogError
-from bundle.fetchers import fetch_component
+from vigil.bundle.catalog import LockedArtifact, LockedComponent, load_catalog, load_lock
+from vigil.bundle.errors import CatalogError
+from vigil.bundle.fetchers import fetch_component
 
 pytestmark = pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="needs dpkg-deb")
 
@@ -75,7 +75,7 @@ def test_without_ship_a_deb_is_unpacked(tmp_path: Path) -> None:
 
 
 def test_ship_deb_needs_a_files_entry_naming_the_package(tmp_path: Path) -> None:
-    from bundle.errors import FetchError
+    from vigil.bundle.errors import FetchError
 
     deb = make_deb(tmp_path)
     seed_cache(tmp_path / "cache", deb)

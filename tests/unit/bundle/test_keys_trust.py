@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from bundle.errors import KeyFileError, SignatureError, TrustError
-from bundle.signing import Minisig, load_signing_key
-from bundle.trust import check_rotation, load_root, new_root
-from installer.cli import main
+from vigil.bundle.errors import KeyFileError, SignatureError, TrustError
+from vigil.bundle.signing import Minisig, load_signing_key
+from vigil.bundle.trust import check_rotation, load_root, new_root
+from vigil.installer.cli import main
 from tests.factories import make_key, make_trust
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bundle.media import parse_size
-from installer.cli import main
+from vigil.bundle.media import parse_size
+from vigil.installer.cli import main
 from tests.factories import Member, craft_bundle, make_key, make_trust
 
 

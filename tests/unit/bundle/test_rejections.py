@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from installer.cli import main
+from vigil.installer.cli import main
 from tests.factories import (
     KeyPair,
     Member,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from installer.deploy.artifacts import DeployError
-from installer.deploy.inventory import load_inventory
+from vigil.installer.deploy.artifacts import DeployError
+from vigil.installer.deploy.inventory import load_inventory
 
 GOOD = """
 all:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from exporters.gpusim import GpuSimulator, SimConfig
+from vigil.exporters.gpusim import GpuSimulator, SimConfig
 from tests.unit.exporters.expo_helpers import FakeClock
 
 

@@ -80,7 +80,8 @@ def test_standard_library_only(path):
             names = [node.module]
         for name in names:
             top = name.split(".")[0]
-            assert top in stdlib or top in ("exporters", "__future__"), f"{path}: imports {name}"
+            ours = name == "vigil.exporters" or name.startswith("vigil.exporters.")
+            assert top in stdlib or top == "__future__" or ours, f"{path}: imports {name}"
 
 
 def test_checks_catch_what_they_look_for(tmp_path):
@@ -102,21 +103,25 @@ PY39 = Path("/root/.pyenv/versions/3.9.18/bin/python3.9")
 def test_runs_under_python_3_9(tmp_path):
     """Import everything and do one scrape of each exporter under a real 3.9."""
     code = (
-        "from exporters.gpusim import GpuSimulator, SimConfig\n"
-        "from exporters.slurm import SlurmCollector\n"
-        "import exporters.gpusim.__main__, exporters.slurm.__main__\n"
+        "from vigil.exporters.gpusim import GpuSimulator, SimConfig\n"
+        "from vigil.exporters.slurm import SlurmCollector\n"
+        "import vigil.exporters.gpusim.__main__, vigil.exporters.slurm.__main__\n"
         f"s = GpuSimulator(SimConfig(hostname='h', jobmap_dir={str(tmp_path)!r}, faults_file='/nonexistent'))\n"
         "assert 'DCGM_FI_DEV_GPU_TEMP' in s.scrape()\n"
         "assert 'slurm_up' in SlurmCollector(env={'PATH': '/nonexistent'}, timeout=1).scrape()\n"
         "print('ok')\n"
     )
-    cp = subprocess.run([str(PY39), "-I", "-c", f"import sys; sys.path.insert(0, {str(ROOT.parent)!r})\n" + code],
+    # the wheel's layout: vigil/ (a namespace package, no __init__.py) holding exporters/
+    site = tmp_path / "site"
+    (site / "vigil").mkdir(parents=True)
+    (site / "vigil" / "exporters").symlink_to(ROOT, target_is_directory=True)
+    cp = subprocess.run([str(PY39), "-I", "-c", f"import sys; sys.path.insert(0, {str(site)!r})\n" + code],
                         capture_output=True, text=True, timeout=60)
     assert cp.returncode == 0 and cp.stdout.strip() == "ok", cp.stderr
 
 
 def test_wheel_builds_with_package_and_scripts(tmp_path):
-    from bundle.fetchers._project import build_project_wheel
+    from vigil.bundle.fetchers._project import build_project_wheel
 
     whl = build_project_wheel(ROOT, tmp_path)
     assert whl.name.startswith("vigil_exporters-0.1.0-py3-none-any")
@@ -124,13 +129,14 @@ def test_wheel_builds_with_package_and_scripts(tmp_path):
         names = set(z.namelist())
         ep = next(n for n in names if n.endswith("entry_points.txt"))
         entry = z.read(ep).decode()
-    assert {"exporters/__init__.py", "exporters/gpusim/sim.py", "exporters/slurm/collector.py",
-            "exporters/gpusim/faults.py", "exporters/py.typed"} <= names
+    assert {"vigil/exporters/__init__.py", "vigil/exporters/gpusim/sim.py", "vigil/exporters/slurm/collector.py",
+            "vigil/exporters/gpusim/faults.py", "vigil/exporters/py.typed"} <= names
+    assert "vigil/__init__.py" not in names  # a namespace package, shared with the admin-side wheel
     assert not any(n.startswith("exporters/pyproject") or "__pycache__" in n for n in names)
-    assert "vigil-gpusim = exporters.gpusim.__main__:main" in entry
-    assert "vigil-slurm-exporter = exporters.slurm.__main__:main" in entry
+    assert "vigil-gpusim = vigil.exporters.gpusim.__main__:main" in entry
+    assert "vigil-slurm-exporter = vigil.exporters.slurm.__main__:main" in entry
     # the unpacked wheel runs on a bare python3 -m (how the roles start it; no pip on the nodes)
     cp = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(whl)!r}); "
-                         "import runpy; sys.argv=['x','--help']; runpy.run_module('exporters.gpusim', "
+                         "import runpy; sys.argv=['x','--help']; runpy.run_module('vigil.exporters.gpusim', "
                          "run_name='__main__')"], capture_output=True, text=True, timeout=60)
     assert "usage: vigil-gpusim" in cp.stdout, cp.stderr

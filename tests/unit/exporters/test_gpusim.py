@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from exporters._http import make_server
-from exporters.gpusim import faults as faults_mod
-from exporters.gpusim.fields import FIELDS
-from exporters.gpusim.jobmap import read_jobmap
+from vigil.exporters._http import make_server
+from vigil.exporters.gpusim import faults as faults_mod
+from vigil.exporters.gpusim.fields import FIELDS
+from vigil.exporters.gpusim.jobmap import read_jobmap
 from tests.unit.exporters.expo_helpers import DCGM_LINT, FakeClock, parse_exposition, promtool_check
 
 #: names and types as dcgm-exporter's counters CSV declares them (etc/default-counters.csv, 4.x)

@@ -7,9 +7,9 @@ import stat
 import time
 from pathlib import Path
 
-from exporters.slurm import SlurmCollector
-from exporters.slurm.commands import COMMANDS
-from exporters.slurm.parse import gpu_count, parse_sdiag, parse_sinfo, parse_squeue, split_state, tres_gpus
+from vigil.exporters.slurm import SlurmCollector
+from vigil.exporters.slurm.commands import COMMANDS
+from vigil.exporters.slurm.parse import gpu_count, parse_sdiag, parse_sinfo, parse_squeue, split_state, tres_gpus
 from tests.unit.exporters.expo_helpers import FIXTURES, parse_exposition, promtool_check
 
 FIX = FIXTURES / "slurm"

@@ -26,10 +26,10 @@ from typing import Any
 import pytest
 import yaml
 
-from bundle.fetchers._project import build_project_wheel
-from exporters.gpusim.fields import DRIVER_LABEL, FIELDS
-from installer.lab import LabPaths
-from installer.lab.inventory import inventory_data
+from vigil.bundle.fetchers._project import build_project_wheel
+from vigil.exporters.gpusim.fields import DRIVER_LABEL, FIELDS
+from vigil.installer.lab import LabPaths
+from vigil.installer.lab.inventory import inventory_data
 from tests.unit.roles.rendering import BIN, REPO, ROLES, ansible_env, contract_vars, run_tasks
 
 WHEEL_KEY = "wheels/vigil_exporters-0.1.0-py3-none-any.whl"
@@ -110,13 +110,13 @@ def test_unpack_wheel_installs_once_then_changes_nothing(tmp_path: Path, wheel: 
     first = unpack(wheel, tmp_path, "0.1.0", sha)
     assert (first.returncode, first.stdout) == (0, "unpacked\n"), first.stderr
     tree = tmp_path / "0.1.0"
-    assert (tree / "exporters" / "gpusim" / "__main__.py").is_file()
-    assert list((tree / "exporters" / "gpusim").glob("__pycache__/*.pyc"))  # the unit cannot write them
+    assert (tree / "vigil" / "exporters" / "gpusim" / "__main__.py").is_file()
+    assert list((tree / "vigil" / "exporters" / "gpusim").glob("__pycache__/*.pyc"))  # the unit cannot write them
     assert (tree / ".vigil-wheel-sha256").read_text().strip() == sha
-    assert oct((tree / "exporters" / "slurm" / "collector.py").stat().st_mode & 0o777) == "0o644"
+    assert oct((tree / "vigil" / "exporters" / "slurm" / "collector.py").stat().st_mode & 0o777) == "0o644"
     again = unpack(wheel, tmp_path, "0.1.0", sha)
     assert (again.returncode, again.stdout) == (0, "unchanged\n")
-    run = subprocess.run([sys.executable, "-m", "exporters.gpusim", "--version"], cwd="/",
+    run = subprocess.run([sys.executable, "-m", "vigil.exporters.gpusim", "--version"], cwd="/",
                          env={"PYTHONPATH": str(tree)}, capture_output=True, text=True, check=False)
     assert run.returncode == 0 and "0.1.0" in run.stdout + run.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["0.1.0"]  # no stage or old trees left
@@ -138,7 +138,7 @@ def test_unpack_wheel_swaps_in_a_changed_wheel_and_prunes(tmp_path: Path, wheel:
     (tmp_path / "0.1.0" / ".vigil-wheel-sha256").write_text("0" * 64 + "\n")  # same version, other build
     res = unpack(wheel, tmp_path, "0.1.0", sha, keep=2)
     assert res.stdout.splitlines() == ["unpacked", "pruned 0.0.1"], res.stdout
-    assert (tmp_path / "0.1.0" / "exporters").is_dir()
+    assert (tmp_path / "0.1.0" / "vigil" / "exporters").is_dir()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["0.0.2", "0.1.0"]
 
 
@@ -190,7 +190,7 @@ def test_simulated_unit_runs_the_simulator_from_the_wheel(tmp_path: Path) -> Non
     lines = unit.splitlines()
     assert "User=vigil-gpusim" in lines and "SyslogIdentifier=vigil-gpusim" in lines
     assert "Environment=PYTHONPATH=/opt/vigil/exporters/current" in lines
-    for flag in ("exporters.gpusim", "--address=0.0.0.0:9400", "--hpc-job-mapping-dir=/run/vigil/jobmap",
+    for flag in ("vigil.exporters.gpusim", "--address=0.0.0.0:9400", "--hpc-job-mapping-dir=/run/vigil/jobmap",
                  "--faults-file=/var/lib/vigil/gpusim/faults.json", '--model="NVIDIA H100 80GB HBM3"',
                  "--busy-power=350", "--power-noise=10", "--hostname=gpu01"):
         assert flag in unit, flag
@@ -307,7 +307,7 @@ def test_lab_inventory_runs_the_exporters_and_scrapes_often(tmp_path: Path) -> N
 def test_lab_node_down_stops_the_units_the_roles_install() -> None:
     """`vigil lab fault node-down` stops exactly the exporter units the roles name (the lab test of
     the node-down alert found it stopping units of other names, so nothing stopped)."""
-    from installer.lab.faults import EXPORTER_UNITS
+    from vigil.installer.lab.faults import EXPORTER_UNITS
 
     names = {f"{load(ROLES / role / 'defaults' / 'main.yml')[var]}.service"
              for role, var in (("node_exporter", "node_exporter_service_name"),
