@@ -1,11 +1,13 @@
 """The ``vigil`` command line.
 
-Each area registers its subcommands from its own module (``installer/cli/<area>.py``) with a
-``register(subparsers)`` function. A subcommand handler has the signature
-``handler(args, ctx) -> int | None`` and raises :class:`vigil.bundle.errors.VigilError` on failure.
+A front end over the operations layer (:mod:`vigil.installer.ops`): it parses, calls one operation
+and renders its result, nothing else. Each area registers its subcommands from its own module
+(``installer/cli/<area>.py``) with a ``register(subparsers)`` function. A subcommand handler has the
+signature ``handler(args, inv) -> int | None`` and raises :class:`vigil.basics.errors.VigilError` on
+failure.
 
-Every invocation, successful or not, leaves one audit record and a signed checkpoint
-(see :mod:`vigil.installer.audit`) before the process exits.
+Every invocation, successful or not, runs under :func:`vigil.installer.ops.audited` and so leaves
+one audit record and a signed checkpoint before the process exits.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vigil.basics.errors import UsageError, VigilError
-from vigil.installer.cli._context import Context
+from vigil.installer.audit.errors import AuditError
+from vigil.installer.ops import Invocation, audited
 
 DEFAULT_HOME = "/var/lib/vigil"
 
@@ -64,51 +67,41 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    ctx = Context(home=Path(os.environ.get("VIGIL_HOME", DEFAULT_HOME)), argv=argv, action="vigil.usage")
-    rc = 0
+    inv = Invocation(home=Path(os.environ.get("VIGIL_HOME", DEFAULT_HOME)), argv=argv, action="vigil.usage")
+    verbose = False
     try:
-        try:
-            parser = build_parser()
-            args = parser.parse_args(argv)
-        except SystemExit as exc:  # --help: nothing happened, nothing to record
-            ctx.skip_audit = True
-            return int(exc.code or 0)
-        ctx.home = Path(args.home)
-        ctx.operator = args.operator
-        ctx.verbose = args.verbose
-        ctx.action = getattr(args, "action", args.command)
-        rc = int(args.func(args, ctx) or 0)
-        ctx.outcome = "ok" if rc == 0 else "failed"
+        with audited(inv):
+            try:
+                parser = build_parser()
+                args = parser.parse_args(argv)
+            except SystemExit as exc:  # --help: nothing happened, nothing to record
+                inv.skip_audit = True
+                return int(exc.code or 0)
+            inv.home = Path(args.home)
+            inv.operator = args.operator
+            verbose = args.verbose
+            inv.action = getattr(args, "action", args.command)
+            rc = int(args.func(args, inv) or 0)
+            if rc != 0:
+                inv.outcome = "failed"
+            return rc
     except VigilError as exc:
-        ctx.outcome = exc.outcome
-        ctx.reason = str(exc)
-        if ctx.verbose:
-            traceback.print_exc()
-        print(f"FAIL: {exc}", file=sys.stderr)
-        if exc.diagnostics() and ctx.verbose:
-            print(exc.diagnostics(), file=sys.stderr)
-        rc = 1
+        # an action that failed, then could not be recorded either: both are said, in that order
+        if isinstance(exc, AuditError) and inv.error is not None and inv.error is not exc:
+            _fail(inv.error, verbose)
+        _fail(exc, verbose)
+        return 1
     except KeyboardInterrupt:
-        ctx.outcome = "failed"
-        ctx.reason = "interrupted"
         print("FAIL: vigil: interrupted", file=sys.stderr)
-        rc = 130
-    finally:
-        if not ctx.skip_audit:
-            rc = _audit(ctx, rc)
-    return rc
+        return 130
 
 
-def _audit(ctx: Context, rc: int) -> int:
-    """Record the invocation; a command whose audit record cannot be written fails."""
-    from vigil.installer import audit
-
-    try:
-        audit.record_command(ctx)
-    except VigilError as exc:
-        print(f"FAIL: {exc}", file=sys.stderr)
-        return rc or 1
-    return rc
+def _fail(exc: VigilError, verbose: bool) -> None:
+    if verbose:
+        traceback.print_exception(exc)
+    print(f"FAIL: {exc}", file=sys.stderr)
+    if exc.diagnostics() and verbose:
+        print(exc.diagnostics(), file=sys.stderr)
 
 
 if __name__ == "__main__":  # pragma: no cover

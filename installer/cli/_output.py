@@ -1,12 +1,14 @@
-"""Small output helpers shared by the subcommands: OK lines, JSON, a progress bar on a terminal."""
+"""Output helpers shared by the subcommands: OK lines, JSON, and the operations' progress events."""
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any
+
+from vigil.installer.ops import Bytes, Event, Invocation, Step
 
 
 def ok(obj: str, message: str) -> None:
@@ -19,11 +21,38 @@ def emit_json(data: Any) -> None:
 
 
 @contextmanager
-def progress_bar(label: str, *, enabled: bool = True) -> Iterator[Callable[[int, int], None] | None]:
-    """A byte progress bar on stderr when it is a terminal; ``None`` otherwise (no output)."""
-    if not enabled or not sys.stderr.isatty():
-        yield None
-        return
+def showing_progress(inv: Invocation, *, steps: str | None = None, bars: bool = True) -> Iterator[None]:
+    """Show the operation's events on stderr while the block runs.
+
+    ``steps``: the prefix for each step line (None: steps are not shown). ``bars``: a byte progress bar
+    per label, only when stderr is a terminal (a log file gets no bar).
+    """
+    bars = bars and sys.stderr.isatty()
+    with ExitStack() as stack:
+        progress: Any = None
+        tasks: dict[str, Any] = {}
+
+        def on_event(event: Event) -> None:
+            nonlocal progress
+            if isinstance(event, Step):
+                if steps is not None:
+                    print(f"{steps}{event.text}", file=sys.stderr, flush=True)
+            elif isinstance(event, Bytes) and bars:
+                if progress is None:
+                    progress = stack.enter_context(_bar())
+                if event.label not in tasks:
+                    tasks[event.label] = progress.add_task(event.label, total=None)
+                progress.update(tasks[event.label], completed=event.done, total=event.total or None)
+
+        saved = inv.on_event
+        inv.on_event = on_event
+        try:
+            yield
+        finally:
+            inv.on_event = saved
+
+
+def _bar() -> Any:
     from rich.progress import (
         BarColumn,
         DownloadColumn,
@@ -33,7 +62,7 @@ def progress_bar(label: str, *, enabled: bool = True) -> Iterator[Callable[[int,
         TransferSpeedColumn,
     )
 
-    with Progress(
+    return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         DownloadColumn(),
@@ -41,10 +70,4 @@ def progress_bar(label: str, *, enabled: bool = True) -> Iterator[Callable[[int,
         TimeRemainingColumn(),
         transient=True,
         console=None,
-    ) as bar:
-        task = bar.add_task(label, total=None)
-
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total or None)
-
-        yield update
+    )

@@ -9,10 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vigil.basics.errors import UsageError
-from vigil.installer.audit import GENESIS, AuditLog, AuditPaths, export, verify_summary
-from vigil.installer.audit._canonical import parse_since
-from vigil.installer.cli._context import Context
+from vigil.installer import ops
 
 CSV_COLUMNS = (
     "seq",
@@ -103,39 +100,24 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     exp.set_defaults(func=export_handler, action="audit.export")
 
 
-def show_handler(args: argparse.Namespace, ctx: Context) -> int:
-    log = AuditLog(ctx.home)
-    since = None
-    if args.since:
-        try:
-            since = parse_since(args.since)
-        except ValueError:
-            raise UsageError(
-                "vigil audit show", f"--since {args.since!r}: not an ISO 8601 date or time"
-            ) from None
-    ctx.audit_object = str(log.paths.log)
-    ctx.audit_details = {"since": since, "action": args.action_prefix}
-    shown = 0
+def show_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
+    records = ops.audit_records(inv, since=args.since, action=args.action_prefix)
     out = sys.stdout
     if args.json:
         out.write("[")
-        for record in log.records(since=since, action=args.action_prefix):
-            out.write(
-                ("\n" if shown == 0 else ",\n") + json.dumps(record, sort_keys=True, ensure_ascii=False)
-            )
+        shown = 0
+        for record in records:
+            out.write(("\n" if shown == 0 else ",\n") + json.dumps(record, sort_keys=True, ensure_ascii=False))
             shown += 1
         out.write("\n]\n" if shown else "]\n")
     elif args.csv:
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(CSV_COLUMNS)
-        for record in log.records(since=since, action=args.action_prefix):
+        for record in records:
             writer.writerow(_csv_row(record))
-            shown += 1
     else:
-        for record in log.records(since=since, action=args.action_prefix):
+        for record in records:
             out.write(_text_line(record) + "\n")
-            shown += 1
-    ctx.audit_details["shown"] = shown
     return 0
 
 
@@ -168,41 +150,19 @@ def _text_line(record: dict[str, Any]) -> str:
     return line
 
 
-def verify_handler(args: argparse.Namespace, ctx: Context) -> int:
-    paths = AuditPaths.under(ctx.home)
-    log_path = args.log or paths.log
-    checkpoints = args.checkpoints or log_path.with_name("checkpoints.jsonl")
-    key = args.checkpoint_key or log_path.with_name("audit.pub")
-    ctx.audit_object = str(log_path)
-    ctx.audit_details = {"checkpoints": str(checkpoints), "checkpoint_key": str(key)}
-    explicit = args.log or args.checkpoints or args.checkpoint_key
-    if not explicit and not any(p.exists() for p in (log_path, checkpoints, key)):
-        # nothing has been recorded on this host yet
-        print(f"OK: audit: 0 records, 0 checkpoints, head {GENESIS[:12]}")
-        ctx.audit_details.update(records=0, checkpoints=0)
-        return 0
-    summary = verify_summary(log_path, checkpoints, key)
-    ctx.audit_details.update(records=summary.records, checkpoints=summary.checkpoints, head=summary.head)
-    print(
-        f"OK: audit: {summary.records} records, {summary.checkpoints} checkpoints, head {summary.head[:12]}"
-    )
+def verify_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
+    summary = ops.audit_verify(inv, log=args.log, checkpoints=args.checkpoints, key=args.checkpoint_key)
+    print(f"OK: audit: {summary.records} records, {summary.checkpoints} checkpoints, head {summary.head[:12]}")
     return 0
 
 
-def checkpoint_handler(args: argparse.Namespace, ctx: Context) -> int:
-    log = AuditLog(ctx.home)
-    cp = log.checkpoint()
-    ctx.audit_object = str(log.paths.checkpoints)
-    ctx.audit_details = {"count": cp["count"], "head": cp["head"], "key_id": cp["key_id"]}
+def checkpoint_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
+    cp = ops.audit_checkpoint(inv)
     print(f"OK: audit: checkpoint over {cp['count']} records, head {cp['head'][:12]}, key {cp['key_id']}")
     return 0
 
 
-def export_handler(args: argparse.Namespace, ctx: Context) -> int:
-    log = AuditLog(ctx.home)
-    ctx.audit_object = str(args.out)
-    out = export(log, args.out)
-    summary = verify_summary(out / "log.jsonl", out / "checkpoints.jsonl", out / "audit.pub")
-    ctx.audit_details = {"records": summary.records, "checkpoints": summary.checkpoints, "head": summary.head}
+def export_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
+    out, summary = ops.audit_export(inv, args.out)
     print(f"OK: audit: exported {summary.records} records, {summary.checkpoints} checkpoints to {out}")
     return 0

@@ -22,7 +22,7 @@ from typing import Any
 
 from vigil.basics.errors import VigilError
 from vigil.bundle.store import BundleStore
-from vigil.installer.cli._context import Context
+from vigil.installer.ops import Invocation
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -59,12 +59,12 @@ def _run(home: Path, *args: str, capture: bool = False) -> str:
     return out.getvalue()
 
 
-def _demo(args: argparse.Namespace, ctx: Context) -> int:
+def _demo(args: argparse.Namespace, inv: Invocation) -> int:
     work: Path = args.workdir.resolve()
     home = work / "home"
     work.mkdir(parents=True, exist_ok=True)
-    ctx.home = home  # the demo's own record goes to the demo's log
-    ctx.audit_object = str(work)
+    inv.home = home  # the demo's own record goes to the demo's log
+    inv.object = str(work)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     keys = work / "keys"
     keys.mkdir(exist_ok=True)
@@ -108,7 +108,7 @@ def _demo(args: argparse.Namespace, ctx: Context) -> int:
     _run(home, "audit", "show")
     _run(home, "audit", "verify")
 
-    ctx.audit_details.update(version=version, bundle=str(bundle), lab=not args.no_lab)
+    inv.details.update(version=version, bundle=str(bundle), lab=not args.no_lab)
     print(f"\nOK: demo: bundle {bundle} built, verified and imported; state in {home}")
     if not args.no_lab:
         print(f"  the alert:           {_describe(alert)}")

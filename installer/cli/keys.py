@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vigil.bundle.signing import generate_keypair, load_public_key, read_passphrase
-from vigil.installer.cli._context import Context
+from vigil.bundle.signing import read_passphrase
+from vigil.installer import ops
+from vigil.installer.cli._common import json_option
 from vigil.installer.cli._output import emit_json, ok
 
 
@@ -21,6 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     g = ks.add_parser(
         "generate",
+        parents=[json_option()],
         help="create a key pair PREFIX.key (0600) and PREFIX.pub",
         description="Create an Ed25519 key pair: PREFIX.key (PKCS#8 PEM, mode 0600, encrypted with the "
         "passphrase when one is given) and PREFIX.pub (minisign's public key format, so the stock "
@@ -28,30 +30,25 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     g.add_argument("--out", required=True, type=Path, metavar="PREFIX", help="path prefix of the two files")
     g.add_argument("--passphrase-file", type=Path, help="file whose first line encrypts the private key")
-    g.add_argument("--json", action="store_true", help="print the result as JSON")
     g.set_defaults(func=_generate, action="keys.generate")
 
-    s = ks.add_parser("show", help="print a public key's id", description="Print the key id of a public key.")
+    s = ks.add_parser("show", help="print a public key's id", description="Print the key id of a public key.",
+                      parents=[json_option()])
     s.add_argument("pub", type=Path, metavar="PUB")
-    s.add_argument("--json", action="store_true")
     s.set_defaults(func=_show, action="keys.show")
 
 
-def _generate(args: argparse.Namespace, ctx: Context) -> int:
-    ctx.audit_object = str(args.out)
-    key_path, pub_path = generate_keypair(args.out, read_passphrase(args.passphrase_file))
-    pub = load_public_key(pub_path)
-    ctx.audit_details.update(key_id=pub.id_hex, encrypted=args.passphrase_file is not None)
+def _generate(args: argparse.Namespace, inv: ops.Invocation) -> int:
+    new = ops.generate_key(inv, args.out, read_passphrase(args.passphrase_file))
     if args.json:
-        emit_json({"key": str(key_path), "pub": str(pub_path), "key_id": pub.id_hex})
+        emit_json({"key": str(new.key), "pub": str(new.pub), "key_id": new.key_id})
     else:
-        ok(str(key_path), f"key {pub.id_hex} written; public key {pub_path}")
+        ok(str(new.key), f"key {new.key_id} written; public key {new.pub}")
     return 0
 
 
-def _show(args: argparse.Namespace, ctx: Context) -> int:
-    ctx.audit_object = str(args.pub)
-    pub = load_public_key(args.pub)
+def _show(args: argparse.Namespace, inv: ops.Invocation) -> int:
+    pub = ops.show_key(inv, args.pub)
     if args.json:
         emit_json({"pub": str(args.pub), "key_id": pub.id_hex})
     else:

@@ -6,8 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from vigil.installer.cli._context import Context
-from vigil.installer.cli._output import emit_json, ok
+from vigil.installer import ops
+from vigil.installer.cli._common import json_option
+from vigil.installer.cli._output import emit_json, ok, showing_progress
 
 _HOSTS_TEXT = (
     "mon01 198.18.0.10 (monitoring), ctl01 198.18.0.11 (slurmctld, munge), gpu01 198.18.0.21 and "
@@ -29,6 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     u = ls.add_parser(
         "up",
+        parents=[json_option()],
         help="build (once) and boot the lab hosts; write the Ansible inventory",
         description="Debootstrap Debian 12 into the cache on first use (about a minute, from the Debian "
         "mirror apt already uses), give each host its own root fs, boot it, and wait until every host "
@@ -48,33 +50,33 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         metavar="URI",
         help="Debian mirror for the first build (default: the bookworm entry of apt's sources)",
     )
-    u.add_argument("--json", action="store_true", help="print the result as JSON")
     u.set_defaults(func=_up, action="lab.up")
 
     d = ls.add_parser(
         "down",
+        parents=[json_option()],
         help="stop the lab hosts and remove the bridge",
         description="Stop every container the lab started by signalling its own recorded systemd-nspawn "
         "process (an orderly shutdown, SIGKILL after 30 s), unmount and remove the hosts' root file "
         "systems, remove the bridge, its veths and the generated inventory. The cached root file system "
         "and the lab's SSH key are kept for the next `lab up`.",
     )
-    d.add_argument("--json", action="store_true", help="print the result as JSON")
     d.set_defaults(func=_down, action="lab.down")
 
     s = ls.add_parser(
         "status",
+        parents=[json_option("status")],
         help="show each lab host: PID, running, systemd state",
         description="For each host: the PID of its systemd-nspawn process, whether it runs, and what "
         "`systemctl is-system-running` answers on it (with failed units if any); the bridge, the "
         "forwarding switches and the Slurm nodes' states. Exit 0 when every host runs and is `running`, "
         "1 otherwise.",
     )
-    s.add_argument("--json", action="store_true", help="print the status as JSON")
     s.set_defaults(func=_status, action="lab.status")
 
     j = ls.add_parser(
         "job",
+        parents=[json_option("job")],
         help="submit a GPU job to the lab's Slurm and print its job id",
         description="Submit a batch job (`sbatch` on ctl01, as the lab user USER) under Slurm account "
         "ACCOUNT that holds N GPUs for S seconds (`sleep S`), optionally pinned to one GPU node. Its "
@@ -88,11 +90,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     j.add_argument("--gpus", type=int, required=True, metavar="N", help="GPUs to allocate (1-4)")
     j.add_argument("--seconds", type=int, required=True, metavar="S", help="how long the job runs")
     j.add_argument("--node", help="run on this GPU node (gpu01 or gpu02; default: Slurm chooses)")
-    j.add_argument("--json", action="store_true", help="print the job as JSON")
     j.set_defaults(func=_job, action="lab.job")
 
     f = ls.add_parser(
         "fault",
+        parents=[json_option()],
         help="inject (or --clear) a simulated GPU fault or a node-down on a lab GPU node",
         description="GPU faults are written to the GPU simulator's state file on HOST "
         "(/var/lib/vigil/gpusim/faults.json), which it re-reads at every scrape: "
@@ -113,28 +115,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     f.add_argument("--clear", action="store_true", help="remove the fault")
     f.add_argument("--code", type=int, help="XID code for xid (default 79)")
     f.add_argument("--rate", type=float, help="errors per second for ecc-sbe-storm and nvlink-crc")
-    f.add_argument("--json", action="store_true", help="print the result as JSON")
     f.set_defaults(func=_fault, action="lab.fault")
 
 
-def _say(msg: str) -> None:
-    print(f"  {msg}", file=sys.stderr)
-
-
-def _up(args: argparse.Namespace, ctx: Context) -> int:
-    from vigil.installer import lab
-
-    ctx.audit_object = "lab"
-    res = lab.up(inventory_dir=args.inventory, mirror=args.mirror, log=_say)
+def _up(args: argparse.Namespace, inv: ops.Invocation) -> int:
+    with showing_progress(inv, steps="  ", bars=False):
+        res = ops.lab_up(inv, inventory_dir=args.inventory, mirror=args.mirror)
     degraded = [h for h in res.hosts if h.system != "running"]
-    ctx.audit_details.update(
-        inventory=str(res.inventory),
-        cache=str(res.cache_rootfs),
-        cache_built=res.cache_built,
-        started=[h.name for h in res.hosts if h.started_now],
-        seconds=round(res.seconds, 1),
-        hosts={h.name: {"pid": h.pid, "system": h.system} for h in res.hosts},
-    )
     if args.json:
         emit_json(
             {
@@ -165,12 +152,9 @@ def _up(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-def _down(args: argparse.Namespace, ctx: Context) -> int:
-    from vigil.installer import lab
-
-    ctx.audit_object = "lab"
-    outcome = lab.down(log=_say)
-    ctx.audit_details.update(hosts=outcome)
+def _down(args: argparse.Namespace, inv: ops.Invocation) -> int:
+    with showing_progress(inv, steps="  ", bars=False):
+        outcome = ops.lab_down(inv)
     if args.json:
         emit_json({"hosts": outcome})
     else:
@@ -178,13 +162,8 @@ def _down(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-def _status(args: argparse.Namespace, ctx: Context) -> int:
-    from vigil.installer import lab
-
-    ctx.audit_object = "lab"
-    st = lab.status()
-    healthy = all(h["running"] and h["system"] == "running" for h in st["hosts"])
-    ctx.audit_details.update(hosts={h["name"]: h["system"] for h in st["hosts"]}, healthy=healthy)
+def _status(args: argparse.Namespace, inv: ops.Invocation) -> int:
+    st, healthy = ops.lab_status(inv)
     if args.json:
         emit_json(st)
         return 0 if healthy else 1
@@ -205,17 +184,9 @@ def _status(args: argparse.Namespace, ctx: Context) -> int:
     return 0 if healthy else 1
 
 
-def _job(args: argparse.Namespace, ctx: Context) -> int:
-    from vigil.installer.lab import LabPaths
-    from vigil.installer.lab.jobs import submit
-
-    ctx.audit_object = f"lab/job/{args.account}"
-    ctx.audit_details.update(account=args.account, user=args.user, gpus=args.gpus, seconds=args.seconds,
-                             node=args.node)
-    job = submit(LabPaths.from_env(), account=args.account, user=args.user, gpus=args.gpus,
-                 seconds=args.seconds, node=args.node)
-    ctx.audit_object = f"lab/job/{job.job_id}"
-    ctx.audit_details.update(job_id=job.job_id)
+def _job(args: argparse.Namespace, inv: ops.Invocation) -> int:
+    job = ops.lab_job(inv, account=args.account, user=args.user, gpus=args.gpus, seconds=args.seconds,
+                      node=args.node)
     if args.json:
         emit_json(job.to_json())
     else:
@@ -223,17 +194,8 @@ def _job(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-def _fault(args: argparse.Namespace, ctx: Context) -> int:
-    from vigil.installer.lab import LabPaths
-    from vigil.installer.lab.faults import inject
-
-    where = f"{args.host}/{args.gpu}" if args.gpu is not None else args.host
-    ctx.audit_object = f"lab/fault/{args.kind}/{where}"
-    ctx.audit_details.update(kind=args.kind, host=args.host, gpu=args.gpu, clear=args.clear,
-                             code=args.code, rate=args.rate)
-    res = inject(LabPaths.from_env(), args.kind, args.host, args.gpu, clear=args.clear, code=args.code,
-                 rate=args.rate)
-    ctx.audit_details.update(state=res.state)
+def _fault(args: argparse.Namespace, inv: ops.Invocation) -> int:
+    res = ops.lab_fault(inv, args.kind, args.host, args.gpu, clear=args.clear, code=args.code, rate=args.rate)
     if args.json:
         emit_json({"kind": res.kind, "host": res.host, "gpu": res.gpu, "cleared": res.cleared,
                    "state": res.state})

@@ -5,25 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vigil.bundle.errors import TrustError
-from vigil.bundle.signing import load_public_key, load_signing_key, read_passphrase
-from vigil.bundle.trust import check_rotation, load_root, new_root, write_root
-from vigil.installer.cli._context import Context
+from vigil.bundle.signing import load_signing_key, read_passphrase
+from vigil.installer import ops
+from vigil.installer.cli._common import json_option
 from vigil.installer.cli._output import emit_json, ok
-
-
-def store_path(ctx: Context) -> Path:
-    return ctx.home / "trust" / "root.json"
-
-
-def resolve_trust(ctx: Context, given: Path | None) -> Path:
-    """The trust root a command uses: ``--trust`` when given, else the installed one."""
-    if given is not None:
-        return given
-    path = store_path(ctx)
-    if not path.exists():
-        raise TrustError(str(path), "no trust root installed; pass --trust or run `vigil trust install`")
-    return path
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -64,55 +49,34 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     inst.add_argument("trust", type=Path, metavar="TRUST")
     inst.set_defaults(func=_install, action="trust.install")
 
-    sh = ts.add_parser("show", help="print a trust root", description="Print a trust root's keys and threshold.")
+    sh = ts.add_parser("show", help="print a trust root", description="Print a trust root's keys and threshold.",
+                       parents=[json_option()])
     sh.add_argument("trust", type=Path, nargs="?", metavar="TRUST", help="default: the installed root")
-    sh.add_argument("--json", action="store_true")
     sh.set_defaults(func=_show, action="trust.show")
 
 
-def _init(args: argparse.Namespace, ctx: Context) -> int:
-    ctx.audit_object = str(args.out)
-    if args.out.exists():
-        raise TrustError(str(args.out), "already exists; refusing to overwrite a trust root")
-    root = new_root([load_public_key(p) for p in args.key], args.threshold, args.version)
-    write_root(root, args.out)
-    ctx.audit_details.update(version=root.version, threshold=root.threshold, keys=sorted(root.keys))
-    ok(str(args.out), f"trust root v{root.version}: {root.threshold} of {len(root.keys)} keys ({', '.join(sorted(root.keys))})")
+def _init(args: argparse.Namespace, inv: ops.Invocation) -> int:
+    root = ops.init_trust(inv, args.out, args.key, args.threshold, args.version)
+    ok(str(args.out), f"trust root v{root.version}: {root.threshold} of {len(root.keys)} keys "
+       f"({', '.join(sorted(root.keys))})")
     return 0
 
 
-def _sign(args: argparse.Namespace, ctx: Context) -> int:
-    ctx.audit_object = str(args.trust)
-    root = load_root(args.trust)
+def _sign(args: argparse.Namespace, inv: ops.Invocation) -> int:
     key = load_signing_key(args.key, read_passphrase(args.passphrase_file))
-    root.sign(key)
-    write_root(root, args.trust)
-    ctx.audit_details.update(version=root.version, signer=key.id_hex)
+    root = ops.sign_trust(inv, args.trust, key)
     ok(str(args.trust), f"signed by {key.id_hex} ({len(root.signatures)} signature(s))")
     return 0
 
 
-def _install(args: argparse.Namespace, ctx: Context) -> int:
-    ctx.audit_object = str(args.trust)
-    new = load_root(args.trust)
-    dest = store_path(ctx)
-    dest.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-    if dest.exists():
-        current = load_root(dest)
-        signers = check_rotation(current, new, where=str(args.trust))
-        ctx.audit_details.update(rotation=True, from_version=current.version, signers=signers)
-    else:
-        ctx.audit_details.update(rotation=False)
-    write_root(new, dest)
-    ctx.audit_details.update(version=new.version, threshold=new.threshold, keys=sorted(new.keys))
+def _install(args: argparse.Namespace, inv: ops.Invocation) -> int:
+    dest, new = ops.install_trust(inv, args.trust)
     ok(str(dest), f"trust root v{new.version} installed ({new.threshold} of {len(new.keys)} keys)")
     return 0
 
 
-def _show(args: argparse.Namespace, ctx: Context) -> int:
-    path = resolve_trust(ctx, args.trust)
-    ctx.audit_object = str(path)
-    root = load_root(path)
+def _show(args: argparse.Namespace, inv: ops.Invocation) -> int:
+    path, root = ops.show_trust(inv, args.trust)
     data = {"path": str(path), "version": root.version, "threshold": root.threshold, "keys": sorted(root.keys),
             "signatures": sorted(s["key_id"] for s in root.signatures)}
     if args.json:

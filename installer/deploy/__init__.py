@@ -7,24 +7,34 @@ any change; 4 the playbook run, its events scored live; 5 a recap per host.
 
 from __future__ import annotations
 
+import queue
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from vigil.bundle.store import BundleStore
 from vigil.bundle.trust import TrustRoot
 from vigil.installer.deploy.artifacts import DeployError, StoredBundle, artifact_vars, open_stored
 from vigil.installer.deploy.inventory import Inventory, load_inventory
-from vigil.installer.deploy.runner import Progress, RunResult, new_run_id, ping_hosts, run_playbook
+from vigil.installer.deploy.runner import PlaybookRun, Progress, RunResult, new_run_id, ping_hosts, start_playbook
 
-__all__ = ["DeployError", "DeployPlan", "Progress", "RunResult", "deploy", "plan_deploy"]
+__all__ = ["DeployError", "DeployPlan", "PlaybookRun", "Progress", "RunResult", "deploy", "plan_deploy",
+           "start_deploy"]
 
 
 @dataclass(frozen=True)
 class DeployPlan:
+    """What a deploy will do, settled before any change: the pre-deploy host check and the run use
+    the same ``limit``, because both read it from here."""
+
     inventory: Inventory
     bundle: StoredBundle
     ansible_dir: Path
     run_id: str
+    #: Ansible host pattern the run is limited to (None: every host of the inventory)
+    limit: str | None = None
+    tags: str | None = None
+    check: bool = False
 
 
 def plan_deploy(
@@ -35,6 +45,8 @@ def plan_deploy(
     version: int | None = None,
     ansible_dir: Path | None = None,
     limit: str | None = None,
+    tags: str | None = None,
+    check: bool = False,
 ) -> DeployPlan:
     """Steps 1-3: everything that can be known to be wrong before a change is made."""
     inv = load_inventory(inventory)
@@ -49,29 +61,29 @@ def plan_deploy(
         host = sorted(unreachable)[0]
         more = f" (and {len(unreachable) - 1} more)" if len(unreachable) > 1 else ""
         raise DeployError(f"host {host}", f"unreachable: {unreachable[host]}{more}; nothing was changed")
-    return DeployPlan(inventory=inv, bundle=stored, ansible_dir=content, run_id=new_run_id())
+    return DeployPlan(inventory=inv, bundle=stored, ansible_dir=content, run_id=new_run_id(), limit=limit,
+                      tags=tags, check=check)
 
 
-def deploy(
-    plan: DeployPlan,
-    *,
-    home: Path,
-    limit: str | None = None,
-    tags: str | None = None,
-    check: bool = False,
-    progress: Progress | None = None,
-) -> RunResult:
-    """Steps 4-5."""
+def start_deploy(
+    plan: DeployPlan, *, home: Path, events: queue.Queue[dict[str, Any]] | None = None
+) -> PlaybookRun:
+    """Steps 4-5, started: the run goes on in the background; ``.wait()`` gives its result."""
     extravars = artifact_vars(plan.bundle)
     extravars["vigil_home"] = str(home)
-    return run_playbook(
+    return start_playbook(
         runs_dir=home / "runs",
         ansible_dir=plan.ansible_dir,
         inventory=plan.inventory.path,
         extravars=extravars,
-        limit=limit,
-        tags=tags,
-        check=check,
-        progress=progress,
+        limit=plan.limit,
+        tags=plan.tags,
+        check=plan.check,
+        events=events,
         run_id=plan.run_id,
     )
+
+
+def deploy(plan: DeployPlan, *, home: Path) -> RunResult:
+    """Steps 4-5, to the end."""
+    return start_deploy(plan, home=home).wait()

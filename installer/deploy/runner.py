@@ -4,17 +4,18 @@ No execution-environment containers, no process isolation: ansible-playbook from
 virtual environment as vigil, on the admin host. Each run keeps its artifacts (events,
 stdout, the extra vars) under ``$VIGIL_HOME/runs/<id>/``.
 
-Events are copied into a :class:`Progress` object by ansible-runner's ``event_handler``; a
-front end (the CLI's live table, the TUI) reads it on a timer.
+The run goes on ansible-runner's own thread (``run_async``). Its ``event_handler`` scores every
+event into a :class:`Progress` object and puts a copy on the front end's queue, which the front
+end (the CLI's live table, the TUI) drains on a timer, as ansible-navigator does.
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import secrets
 import sys
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -142,7 +143,46 @@ def _environment(roles_path: Path) -> dict[str, str]:
     }
 
 
-def run_playbook(
+@dataclass
+class PlaybookRun:
+    """A playbook run in progress: ansible-runner works on its own thread (``run_async``).
+
+    Its event handler scores each event into :attr:`progress` (the authority for the result) and,
+    when the front end gave one, puts a copy on :attr:`events`, which the front end drains on a
+    timer (a live table, the TUI's log pane) — never a busy loop, never the UI thread blocked.
+    """
+
+    run_id: str
+    run_dir: Path
+    progress: Progress
+    events: queue.Queue[dict[str, Any]] | None
+    _thread: threading.Thread = field(repr=False)
+    _runner: Any = field(repr=False)
+    _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def cancel(self) -> None:
+        """Ask ansible-runner to stop the run; it ends the play and reports status ``canceled``."""
+        self._cancel.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def wait(self, timeout: float | None = None) -> RunResult:
+        """Wait for the run to end (raises TimeoutError if TIMEOUT passes first) and return its result."""
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(f"run {self.run_id} still going after {timeout} s")
+        with self.progress.lock:
+            self.progress.finished = True
+        return RunResult(run_id=self.run_id, run_dir=self.run_dir, status=str(self._runner.status),
+                         rc=int(self._runner.rc or 0), progress=self.progress)
+
+
+def start_playbook(
     *,
     runs_dir: Path,
     ansible_dir: Path,
@@ -152,11 +192,13 @@ def run_playbook(
     limit: str | None = None,
     tags: str | None = None,
     check: bool = False,
-    progress: Progress | None = None,
-    on_event: Callable[[dict[str, Any]], None] | None = None,
+    events: queue.Queue[dict[str, Any]] | None = None,
     run_id: str | None = None,
-) -> RunResult:
-    """Run ``playbook`` from ``ansible_dir`` (with ``ansible_dir/roles``) against ``inventory``."""
+) -> PlaybookRun:
+    """Start ``playbook`` from ``ansible_dir`` (with ``ansible_dir/roles``) against ``inventory``.
+
+    Returns at once; the run's artifacts go to ``runs_dir/<run id>/``.
+    """
     import ansible_runner
 
     if not (ansible_dir / playbook).is_file():
@@ -165,16 +207,16 @@ def run_playbook(
     runs_dir.mkdir(mode=0o750, parents=True, exist_ok=True)
     run_dir = runs_dir / run_id
     run_dir.mkdir(mode=0o750)
-    progress = progress or Progress()
+    progress = Progress()
+    cancel = threading.Event()
 
     def handler(event: dict[str, Any]) -> bool:
         progress.apply(event)
-        if on_event is not None:
-            on_event(event)
+        if events is not None:
+            events.put(dict(event))
         return True
 
-    cmdline = "--check --diff" if check else None
-    runner = ansible_runner.run(
+    thread, runner = ansible_runner.run_async(
         private_data_dir=str(run_dir),
         project_dir=str(ansible_dir),
         playbook=playbook,
@@ -182,18 +224,17 @@ def run_playbook(
         extravars=extravars,
         limit=limit,
         tags=tags,
-        cmdline=cmdline,
+        cmdline="--check --diff" if check else None,
         envvars=_environment(ansible_dir / "roles"),
         event_handler=handler,
+        cancel_callback=cancel.is_set,
         quiet=True,
         artifact_dir=str(run_dir),
         ident="artifacts",
         process_isolation=False,
     )
-    with progress.lock:
-        progress.finished = True
-    return RunResult(run_id=run_id, run_dir=run_dir, status=str(runner.status), rc=int(runner.rc or 0),
-                     progress=progress)
+    return PlaybookRun(run_id=run_id, run_dir=run_dir, progress=progress, events=events, _thread=thread,
+                       _runner=runner, _cancel=cancel)
 
 
 def ping_hosts(*, runs_dir: Path, inventory: Path, limit: str | None = None) -> dict[str, str]:

@@ -8,12 +8,17 @@ itself — preflight before change, events scored, recap, artifacts, exit codes,
 from __future__ import annotations
 
 import json
+import queue
 import textwrap
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from vigil.installer import ops
 from vigil.installer.cli import main
+from vigil.installer.deploy import DeployError
 from tests.factories import craft_bundle, make_key, make_trust
 
 pytestmark = pytest.mark.integration
@@ -138,3 +143,61 @@ def test_check_mode_changes_nothing(site: dict[str, Path], capsys: pytest.Captur
     assert rc == 0, out
     assert out["hosts"]["mon01"]["changed"] == 1  # would change
     assert list(site["marker"].iterdir()) == []
+
+
+def test_one_plan_one_limit_for_the_host_check_and_the_run(site: dict[str, Path]) -> None:
+    """The pre-deploy host check and the run read the same limit from the plan: an unreachable host
+    outside the limit neither stops the plan nor is touched, and only the limited host changes."""
+    hosts = site["inv"] / "hosts.yml"
+    hosts.write_text(hosts.read_text().replace(
+        "gpu01: {ansible_host: 127.0.0.1}",
+        "gpu01: {ansible_host: 127.0.0.1, ansible_connection: ssh, ansible_port: 1, "
+        "ansible_ssh_common_args: '-o ConnectTimeout=3'}"))
+    inv = ops.Invocation(home=site["home"], action="deploy")
+    plan = ops.plan_deploy(inv, inventory=site["inv"], ansible_dir=site["ansible"], limit="mon01")
+    assert plan.limit == "mon01" and inv.details["limit"] == "mon01"
+    result = ops.finish_deploy(inv, ops.start_deploy(inv, plan))
+    assert result.ok, result.progress.failures
+    assert sorted(result.progress.hosts) == ["mon01"]
+    assert [p.name for p in site["marker"].iterdir()] == ["mon01.demo"]
+    # the same inventory without the limit is refused before any change, naming the host
+    with pytest.raises(DeployError, match=r"^host gpu01: unreachable: .*nothing was changed$"):
+        ops.plan_deploy(ops.Invocation(home=site["home"]), inventory=site["inv"], ansible_dir=site["ansible"])
+
+
+def test_events_reach_the_front_end_queue_in_order(site: dict[str, Path]) -> None:
+    inv = ops.Invocation(home=site["home"], action="deploy")
+    plan = ops.plan_deploy(inv, inventory=site["inv"], ansible_dir=site["ansible"])
+    events: queue.Queue[dict[str, Any]] = queue.Queue()
+    result = ops.finish_deploy(inv, ops.start_deploy(inv, plan, events))
+    seen = []
+    while not events.empty():
+        seen.append(events.get_nowait())
+    kinds = [e["event"] for e in seen]
+    assert kinds[0] == "playbook_on_start" and kinds[-1] == "playbook_on_stats"
+    ok_hosts = sorted(e["event_data"]["host"] for e in seen if e["event"] == "runner_on_ok")
+    assert ok_hosts == ["gpu01", "mon01"]
+    # the score the run returns is the one the events gave, and the audit details carry it
+    assert {h: s.changed for h, s in result.progress.hosts.items()} == {"gpu01": 1, "mon01": 1}
+    assert inv.details["counts"]["mon01"]["changed"] == 1 and inv.details["status"] == "successful"
+
+
+def test_a_run_can_be_cancelled(site: dict[str, Path]) -> None:
+    role = site["ansible"] / "roles" / "demo" / "tasks" / "main.yml"
+    role.write_text("- name: Wait long\n  ansible.builtin.command: sleep 120\n  changed_when: false\n" + ROLE)
+    inv = ops.Invocation(home=site["home"], action="deploy")
+    plan = ops.plan_deploy(inv, inventory=site["inv"], ansible_dir=site["ansible"])
+    events: queue.Queue[dict[str, Any]] = queue.Queue()
+    run = ops.start_deploy(inv, plan, events)
+    while True:  # cancel once the long task has started
+        event = events.get(timeout=60)
+        if event["event"] == "playbook_on_task_start" and event["event_data"]["task"] == "Wait long":
+            break
+    started = time.monotonic()
+    run.cancel()
+    result = ops.finish_deploy(inv, run)
+    assert time.monotonic() - started < 60
+    assert result.status == "canceled" and not result.ok
+    assert list(site["marker"].iterdir()) == []  # the task after the long one never ran
+    failure = ops.deploy_failure(result)
+    assert failure is not None and "ansible status canceled" in str(failure)

@@ -24,7 +24,6 @@ from vigil.installer.audit import (
 )
 from vigil.installer.audit._files import last_line
 from vigil.installer.audit.keys import load_or_create, load_public_key, sign
-from vigil.installer.cli._context import Context
 
 
 def _verify(log: AuditLog) -> None:
@@ -127,23 +126,21 @@ def test_unwritable_audit_dir_raises(home: Path) -> None:
 def test_record_command_failure_fails_the_command(home: Path) -> None:
     home.mkdir(parents=True)
     (home / "audit").write_text("not a directory")
-    ctx = Context(home=home, argv=["audit", "checkpoint"], action="audit.checkpoint", outcome="ok")
     with pytest.raises(AuditError):
-        record_command(ctx)
+        record_command(home, argv=["audit", "checkpoint"], action="audit.checkpoint", obj="", outcome="ok")
 
 
-def test_record_command_records_context(home: Path) -> None:
-    ctx = Context(
-        home=home,
+def test_record_command_records_what_it_is_given(home: Path) -> None:
+    record_command(
+        home,
         argv=["bundle", "import", "x.bundle"],
         operator="bob",
         action="bundle.import",
-        audit_object="x.bundle",
-        audit_details={"version": "1.2"},
+        obj="x.bundle",
+        details={"version": "1.2"},
         outcome="refused",
         reason="bundle: signature invalid",
     )
-    record_command(ctx)
     (record,) = LogFiles(home).records()
     assert record["details"] == {"version": "1.2", "argv": ["bundle", "import", "x.bundle"]}
     assert (record["action"], record["object"], record["outcome"]) == ("bundle.import", "x.bundle", "refused")

@@ -1,0 +1,86 @@
+"""The operations layer: one function per user action, below every front end.
+
+The CLI (:mod:`vigil.installer.cli`) and the TUI are thin front ends over these functions: they
+parse and render, nothing else. Each operation takes an :class:`Invocation` — who asked, the state
+root, where progress goes — fills in what the audit record says about it, and raises a
+:class:`~vigil.basics.errors.VigilError` naming the object and the reason when it cannot be done.
+:func:`audited` wraps an action so that it leaves exactly one audit record whatever happens.
+
+Progress reaches the front end as events: :class:`Step` lines and :class:`Bytes` counts through
+``Invocation.on_event`` (called on the working thread), and a deploy's ansible-runner events on a
+queue the front end drains (:func:`start_deploy`).
+"""
+
+from __future__ import annotations
+
+from vigil.installer.ops._invocation import Bytes, Event, EventSink, Invocation, Step, audited, record
+from vigil.installer.ops.audit import audit_checkpoint, audit_export, audit_records, audit_verify
+from vigil.installer.ops.bundle import (
+    Built,
+    Split,
+    build_bundle,
+    import_bundle,
+    inspect_bundle,
+    join_bundle,
+    lock_channel,
+    split_bundle,
+    verify_bundle,
+)
+from vigil.installer.ops.deploy import deploy_failure, finish_deploy, plan_deploy, start_deploy
+from vigil.installer.ops.keys import (
+    NewKey,
+    generate_key,
+    init_trust,
+    install_trust,
+    installed_trust_path,
+    load_keys,
+    load_trust,
+    resolve_trust,
+    show_key,
+    show_trust,
+    sign_trust,
+)
+from vigil.installer.ops.lab import lab_down, lab_fault, lab_job, lab_status, lab_up
+
+__all__ = [
+    "Built",
+    "Bytes",
+    "Event",
+    "EventSink",
+    "Invocation",
+    "NewKey",
+    "Split",
+    "Step",
+    "audit_checkpoint",
+    "audit_export",
+    "audit_records",
+    "audit_verify",
+    "audited",
+    "build_bundle",
+    "deploy_failure",
+    "finish_deploy",
+    "generate_key",
+    "import_bundle",
+    "init_trust",
+    "inspect_bundle",
+    "install_trust",
+    "installed_trust_path",
+    "join_bundle",
+    "lab_down",
+    "lab_fault",
+    "lab_job",
+    "lab_status",
+    "lab_up",
+    "load_keys",
+    "load_trust",
+    "lock_channel",
+    "plan_deploy",
+    "record",
+    "resolve_trust",
+    "show_key",
+    "show_trust",
+    "sign_trust",
+    "split_bundle",
+    "start_deploy",
+    "verify_bundle",
+]

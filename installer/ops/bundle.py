@@ -1,0 +1,129 @@
+"""Bundles: lock a channel, build, verify, inspect, import, split for media and join."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vigil.bundle.inspect import inspect_bundle as _inspect
+from vigil.bundle.media import join_parts, parse_size, split_bundle as _split
+from vigil.bundle.signing import SigningKey
+from vigil.bundle.store import BundleStore, ImportResult
+from vigil.bundle.verify import VerifiedHead, verify_bundle as _verify
+from vigil.installer import __version__
+from vigil.installer.ops._invocation import Invocation
+from vigil.installer.ops.keys import load_trust
+
+
+def lock_channel(inv: Invocation, channel: str, catalog_dir: Path | None = None) -> Path:
+    """``bundle.lock``: resolve CHANNEL's catalog into exact URLs and upstream checksums."""
+    from vigil.bundle.catalog import CATALOG_DIR, catalog_path, lock_channel as _lock
+
+    path = catalog_path(channel, catalog_dir or CATALOG_DIR)
+    inv.object = str(path)
+    lock = _lock(path)
+    inv.details.update(channel=channel, lock=str(lock))
+    return lock
+
+
+@dataclass(frozen=True)
+class Built:
+    path: Path
+    #: the bundle's summary, as :func:`inspect_bundle` gives it
+    info: dict[str, Any]
+    signers: list[str]
+
+
+def build_bundle(
+    inv: Invocation,
+    *,
+    channel: str,
+    version: int,
+    keys: Sequence[SigningKey],
+    out_dir: Path,
+    valid_days: int = 365,
+    min_vigil_version: str | None = None,
+    catalog_dir: Path | None = None,
+    cache_dir: Path | None = None,
+) -> Built:
+    """``bundle.build``: fetch CHANNEL's locked artifacts, stage, sign with every key, write the bundle."""
+    from vigil.bundle.catalog import CATALOG_DIR
+    from vigil.bundle.channel import build_channel
+
+    inv.object = f"channel {channel} version {version}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = build_channel(
+        channel, version=version, keys=keys, out_dir=out_dir, builder_version=__version__,
+        min_vigil_version=min_vigil_version, catalog_dir=catalog_dir or CATALOG_DIR, cache_dir=cache_dir,
+        valid_days=valid_days, progress=inv.byte_progress(f"build {channel}"), log=inv.step,
+    )
+    info = _inspect(path)
+    signers = [k.id_hex for k in keys]
+    inv.object = str(path)
+    inv.details.update(channel=channel, version=version, signers=signers,
+                       payload_sha256=info["payload"]["sha256"], files=info["files"])
+    return Built(path, info, signers)
+
+
+def verify_bundle(inv: Invocation, path: Path, trust: Path | None = None) -> VerifiedHead:
+    """``bundle.verify``: signatures, threshold, expiry, then every byte; nothing is written."""
+    inv.object = str(path)
+    trust_path, root = load_trust(inv.home, trust)
+    head = _verify(path, root, vigil_version=__version__, progress=inv.byte_progress(f"verify {path.name}"))
+    inv.details.update(version=head.manifest.version, manifest_sha256=head.manifest_sha256,
+                       signers=head.signers, trust=str(trust_path))
+    return head
+
+
+def inspect_bundle(inv: Invocation, path: Path) -> dict[str, Any]:
+    """``bundle.inspect``: what a bundle holds, read without verifying."""
+    inv.object = str(path)
+    info = _inspect(path)
+    inv.details.update(version=info["version"])
+    return info
+
+
+def import_bundle(
+    inv: Invocation, path: Path, trust: Path | None = None, *, allow_downgrade: bool = False
+) -> ImportResult:
+    """``bundle.import``: verify while unpacking into the store's staging, then rename into place."""
+    inv.object = str(path)
+    _, root = load_trust(inv.home, trust)
+    store = BundleStore(inv.home)
+    inv.details.update(allow_downgrade=allow_downgrade, highest_before=store.highest())
+    result = store.import_bundle(path, root, vigil_version=__version__, allow_downgrade=allow_downgrade,
+                                 progress=inv.byte_progress(f"import {path.name}"))
+    inv.details.update(version=result.version, manifest_sha256=result.manifest_sha256, signers=result.signers,
+                       downgrade=result.downgrade, already_imported=result.already_imported)
+    return result
+
+
+@dataclass(frozen=True)
+class Split:
+    index: Path
+    parts: int
+    part_size: int
+
+
+def split_bundle(
+    inv: Invocation, path: Path, size: str, keys: Sequence[SigningKey], out_dir: Path | None = None
+) -> Split:
+    """``bundle.split``: parts of at most SIZE (``4G``, ``700M``) and their signed index."""
+    inv.object = str(path)
+    part_size = parse_size(size)
+    index = _split(path, part_size, out_dir or path.parent, keys)
+    parts = len(json.loads(index.read_text())["signed"]["parts"])
+    inv.details.update(parts=parts, part_size=part_size, index=str(index), signers=[k.id_hex for k in keys])
+    return Split(index, parts, part_size)
+
+
+def join_bundle(inv: Invocation, index: Path, trust: Path | None = None, out: Path | None = None) -> Path:
+    """``bundle.join``: the index checked against the trust root, each part in order, then joined."""
+    inv.object = str(index)
+    _, root = load_trust(inv.home, trust)
+    joined = join_parts(index, root, out)
+    inv.details.update(bundle=str(joined))
+    return joined
