@@ -1,7 +1,9 @@
-"""Catalog and lock: validation messages, determinism, and the committed debian lock."""
+"""Catalog and lock: validation messages, determinism, the committed debian lock, and the model
+module that does no I/O."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import tomllib
 from pathlib import Path
@@ -9,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from vigil.bundle import catalog_model
 from vigil.bundle.catalog import (
     CATALOG_DIR,
     ProjectSource,
@@ -18,6 +21,7 @@ from vigil.bundle.catalog import (
     load_lock,
     lock_channel,
 )
+from vigil.bundle.catalog_model import parse_catalog, parse_lock
 from vigil.bundle.errors import CatalogError
 from vigil.bundle.fetchers._http import sha256_from_checksum_file
 
@@ -369,3 +373,92 @@ def test_checksum_file_without_entry_or_conflicting() -> None:
     with pytest.raises(CatalogError, match="conflicting sha256 lines for 'tool.tar.gz'"):
         sha256_from_checksum_file(f"{SHA_A}  tool.tar.gz\n{SHA_B}  tool.tar.gz\n", "tool.tar.gz",
                                   source="sums")
+
+
+# --- the model: checks on documents, no I/O -----------------------------------------------------
+
+# What vigil.bundle.catalog_model may import: the standard library's pure parts and the errors.
+MODEL_IMPORTS = {"__future__", "re", "collections.abc", "dataclasses", "pathlib", "typing",
+                 "vigil.bundle.errors"}
+# Calls that read or write a file (Path's and the builtins').
+IO_CALLS = {"open", "read_bytes", "read_text", "write_bytes", "write_text", "mkdir", "unlink",
+            "touch", "rename", "replace", "iterdir", "glob", "rglob", "stat"}
+
+
+def io_problems(source: str) -> list[str]:
+    """Imports outside MODEL_IMPORTS, and calls that read or write files, in ``source``."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module is None:  # from . import x
+            names = ["." * node.level + a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = ["." * node.level + node.module]
+        else:
+            names = []
+        out += [f"line {node.lineno}: imports {n}" for n in names if n not in MODEL_IMPORTS]
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if name in IO_CALLS or name in ("__import__", "import_module"):
+                out.append(f"line {node.lineno}: calls {name}()")
+    return out
+
+
+def test_model_does_no_io() -> None:
+    assert io_problems(Path(catalog_model.__file__).read_text()) == []
+
+
+def test_io_check_catches_io() -> None:
+    hostile = ("import yaml\nimport urllib.request\nfrom vigil.bundle.fetchers import _http\n"
+               "from . import catalog\nimport subprocess as sp\n"
+               "def f(p):\n    return p.read_bytes(), open(p), __import__('os')\n")
+    assert io_problems(hostile) == [
+        "line 1: imports yaml", "line 2: imports urllib.request",
+        "line 3: imports vigil.bundle.fetchers", "line 4: imports .catalog",
+        "line 5: imports subprocess", "line 7: calls read_bytes()", "line 7: calls open()",
+        "line 7: calls __import__()",
+    ]
+
+
+def catalog_doc(**top: object) -> dict[str, object]:
+    doc: dict[str, object] = {"channel": "test", "arch": "amd64", "components": [url_component()]}
+    doc.update(top)
+    return doc
+
+
+def test_catalog_document_parses_without_a_file(tmp_path: Path) -> None:
+    where = tmp_path / "never-written.yaml"
+    cat = parse_catalog(catalog_doc(), path=where, sha256=SHA_A)
+    assert not where.exists()
+    assert (cat.channel, cat.sha256, cat.lock_path) == ("test", SHA_A, tmp_path / "test.lock.yaml")
+    (comp,) = cat.components
+    assert comp.source == UrlSource(url="https://example.invalid/vmalert.tar.gz", sha256=SHA_A)
+    with pytest.raises(CatalogError) as exc:
+        parse_catalog(catalog_doc(arch=None), path=where, sha256=SHA_A, display="cat.yaml")
+    assert (exc.value.obj, exc.value.reason) == ("cat.yaml", "arch must be a non-empty string, not null")
+
+
+def lock_doc(catalog_sha256: str) -> dict[str, object]:
+    return {
+        "lock_format": 1, "channel": "test", "arch": "amd64", "catalog_sha256": catalog_sha256,
+        "components": [{
+            "name": "vmalert", "version": "1.0.0", "license": "Apache-2.0", "kind": "url",
+            "artifacts": [{"filename": "vmalert.tar.gz", "url": "https://example.invalid/vmalert.tar.gz",
+                           "sha256": SHA_A}],
+            "files": {"vmalert-prod": "bin/vmalert"},
+        }],
+    }
+
+
+def test_lock_document_parses_and_is_checked_against_the_catalog_digest(tmp_path: Path) -> None:
+    cat = parse_catalog(catalog_doc(), path=tmp_path / "test.yaml", sha256=SHA_A, display="test.yaml")
+    lock = parse_lock(lock_doc(SHA_A), path=cat.lock_path, base_dir=tmp_path, display="test.lock.yaml")
+    assert lock.component("vmalert").resolve_path("x") == (tmp_path / "x").resolve()
+    check_lock_current(cat, lock)
+    stale = parse_lock(lock_doc(SHA_B), path=cat.lock_path, base_dir=tmp_path, display="test.lock.yaml")
+    with pytest.raises(CatalogError) as exc:
+        check_lock_current(cat, stale)
+    assert str(exc.value) == ("test.lock.yaml: stale: test.yaml changed since it was locked; "
+                              "re-run `vigil bundle lock`")

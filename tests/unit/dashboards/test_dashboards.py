@@ -207,6 +207,15 @@ def test_generator_is_deterministic() -> None:
     assert {u: GEN.render(d) for u, d in again.items()} == {u: GEN.render(d) for u, d in DASHBOARDS.items()}
 
 
+def test_one_module_per_dashboard() -> None:
+    from tools import dashboards
+
+    assert [(m.UID, m.__name__) for m in dashboards.MODULES] == [
+        (uid, f"tools.dashboards.{name}") for uid, name in zip(
+            DASHBOARDS, ("overview", "node", "job", "account", "alerts"), strict=True)
+    ]
+
+
 def test_role_ships_exactly_the_generated_dashboards() -> None:
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())["grafana_dashboards"]
     assert sorted(defaults) == sorted(DASHBOARDS)

@@ -1,0 +1,52 @@
+"""vigil — alerts: what vmalert fires now, and the scrape targets."""
+
+from __future__ import annotations
+
+from tools.dashboards._lib import Dashboard, bargauge, dashboard, stat, table, target, timeseries
+
+UID = "vigil-alerts"
+
+
+def build() -> Dashboard:
+    firing = 'ALERTS{alertstate="firing"}'
+    return dashboard(
+        UID,
+        "vigil — alerts",
+        "What vmalert fires now, and the scrape targets.",
+        [
+            stat(
+                "Firing by severity",
+                (0, 0, 12, 5),
+                [
+                    target(f'count(ALERTS{{alertstate="firing", severity="{s}"}}) or vector(0)', s, ref)
+                    for s, ref in (("P0", "A"), ("P1", "B"), ("P2", "C"))
+                ],
+                steps=((None, "green"), (1, "red")),
+            ),
+            stat(
+                "Scrape targets down",
+                (12, 0, 12, 5),
+                [target("count(up == 0) or vector(0)", "down")],
+                steps=((None, "green"), (1, "red")),
+            ),
+            table(
+                "Firing alerts",
+                (0, 5, 24, 10),
+                [target(firing, instant=True, table=True)],
+                hide=("Time", "Value", "__name__", "alertstate"),
+            ),
+            timeseries(
+                "Firing alerts over time",
+                (0, 15, 12, 8),
+                [target(f"count by (severity) ({firing})", "{{severity}}")],
+                bars=True,
+            ),
+            bargauge(
+                "Scrape targets up per job",
+                (12, 15, 12, 8),
+                [target("job:up:ratio", "{{job}}")],
+                unit="percentunit",
+                steps=((None, "red"), (0.99, "green")),
+            ),
+        ],
+    )
