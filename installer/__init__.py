@@ -1,4 +1,4 @@
-"""vigil's installer: the CLI, deploy/upgrade over ansible-runner, audit log, reports, the lab."""
+"""vigil's installer: the operations layer and the CLI over it, deploy over ansible-runner, the audit log, the lab."""
 
 from importlib.metadata import PackageNotFoundError, version
 
