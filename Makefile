@@ -8,12 +8,13 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO_DIR ?= demo
 
-.PHONY: demo test test-fast test-integration system-deps venv lint bench clean
+.PHONY: demo test test-fast test-integration system-deps venv lint lint-ruff lint-types lint-imports lint-ansible \
+	lint-shell bench clean
 
 $(STAMP): pyproject.toml exporters/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip "setuptools>=77" wheel
-	$(BIN)/pip install --quiet -e '.[test]' -e ./exporters
+	$(BIN)/pip install --quiet -e '.[test,lint]' -e ./exporters
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -33,6 +34,43 @@ test-fast: $(STAMP)
 
 test-integration: system-deps $(STAMP)
 	$(BIN)/pytest -q -m integration tests
+
+# The checks, in this order; `make -k lint` runs them all even when one fails. The linters' versions
+# are pinned in pyproject.toml's `lint` extra, their settings are there too (ansible-lint's in
+# .ansible-lint).
+lint: lint-ruff lint-types lint-imports lint-ansible lint-shell
+
+lint-ruff: $(STAMP)
+	$(BIN)/ruff check .
+
+# mypy and lint-imports cannot follow the editable install's import hook: they read vigil.* from
+# build/typecheck/vigil/, symlinks to the folders. mypy checks the packages that ship py.typed, given
+# as folders: with `-p vigil.bundle` it would take the data folder bundle/catalog/ for the module
+# bundle/catalog.py.
+TYPECHECK := build/typecheck
+VIGIL_PACKAGES := basics bundle installer exporters tui
+
+$(TYPECHECK)/vigil: FORCE
+	rm -rf $@ && mkdir -p $@
+	for p in $(VIGIL_PACKAGES); do if [ -d $$p ]; then ln -s ../../../$$p $@/$$p; fi; done
+
+lint-types: $(STAMP) $(TYPECHECK)/vigil
+	$(BIN)/mypy $(patsubst %/py.typed,$(TYPECHECK)/vigil/%,$(wildcard $(addsuffix /py.typed,$(VIGIL_PACKAGES))))
+
+lint-imports: $(STAMP) $(TYPECHECK)/vigil
+	PYTHONPATH=$(TYPECHECK) $(BIN)/lint-imports
+
+lint-ansible: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" ANSIBLE_HOME="$(CURDIR)/build/ansible-home" ANSIBLE_LINT_SKIP_SCHEMA_UPDATE=1 \
+	  $(BIN)/ansible-lint --nocolor -f pep8 roles playbooks
+
+# Every tracked shell script: *.sh and the files whose #! names sh, dash or bash. shellcheck takes
+# the dialect from the #! line (POSIX sh for the Slurm prolog and epilog).
+lint-shell: system-deps
+	git ls-files -z | xargs -0 awk 'FNR == 1 { if (FILENAME ~ /\.sh$$/ || $$0 ~ /^#!.*[\/ ](ba|da)?sh([ \t]|$$)/) print FILENAME; nextfile }' \
+	  | xargs -r shellcheck -S style
+
+FORCE:
 
 bench: system-deps $(STAMP)
 	$(BIN)/python benchmarks/bundle_throughput.py

@@ -14,7 +14,9 @@ from typing import Any
 
 def canonical_json(obj: Any) -> bytes:
     """The canonical bytes of ``obj``; ``ValueError`` for NaN or infinity."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    return json.dumps(
+        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode()
 
 
 def canonical_digest(obj: Any) -> str:

@@ -112,8 +112,10 @@ def main() -> int:
         tarzst = work / "baseline.tar.zst"
 
         def tar_zstd() -> None:
-            subprocess.run(
-                f"tar --hard-dereference -cf - -C {src} . | zstd -3 -T0 -q -f -o {tarzst}", shell=True, check=True
+            subprocess.run(  # noqa: S602 - the shell pipeline is the baseline measured
+                f"tar --hard-dereference -cf - -C {src} . | zstd -3 -T0 -q -f -o {tarzst}",
+                shell=True,
+                check=True,
             )
 
         t_tarzst = best(tar_zstd, args.repeat)
@@ -128,8 +130,17 @@ def main() -> int:
         created = datetime(2026, 11, 29, tzinfo=UTC)
 
         def build() -> None:
-            build_bundle(staged, version=1, arch="amd64", channel="bench", keys=[key], out_dir=out,
-                         min_vigil_version="0.1.0", builder_version="0.1.0", created=created)
+            build_bundle(
+                staged,
+                version=1,
+                arch="amd64",
+                channel="bench",
+                keys=[key],
+                out_dir=out,
+                min_vigil_version="0.1.0",
+                builder_version="0.1.0",
+                created=created,
+            )
 
         t_build = best(build, args.repeat)
         bundle = out / "vigil-1-amd64.bundle"
@@ -144,8 +155,14 @@ def main() -> int:
         root_dir = str(Path(__file__).resolve().parent.parent)
         runs = []
         for _ in range(args.repeat):
-            res = subprocess.run([sys.executable, "-c", probe, str(bundle), str(trust)], capture_output=True,
-                                 text=True, check=True, cwd=root_dir, env={**os.environ, "PYTHONPATH": root_dir})
+            res = subprocess.run(
+                [sys.executable, "-c", probe, str(bundle), str(trust)],
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd=root_dir,
+                env={**os.environ, "PYTHONPATH": root_dir},
+            )
             secs, rss_kib = res.stdout.split()
             runs.append((float(secs), int(rss_kib)))
         t_verify = min(r[0] for r in runs)
@@ -154,8 +171,15 @@ def main() -> int:
         t_hash_bundle = best(lambda: sha256_files([bundle]), args.repeat)
         payload_only = work / "payload.tar.zst"
         subprocess.run(["tar", "-xf", str(bundle), "-C", str(work), "payload.tar.zst"], check=True)
-        t_c_tools = best(lambda: subprocess.run(f"zstd -dc {payload_only} | openssl dgst -sha256 >/dev/null", shell=True,
-                                                check=True), args.repeat)
+        t_c_tools = best(
+            # the shell pipeline is the baseline measured; the path is the benchmark's own
+            lambda: subprocess.run(  # noqa: S602
+                f"zstd -dc {payload_only} | openssl dgst -sha256 >/dev/null",
+                shell=True,
+                check=True,
+            ),
+            args.repeat,
+        )
         figures = {
             "payload_bytes": total,
             "bundle_bytes": bundle.stat().st_size,
@@ -179,17 +203,29 @@ def main() -> int:
         print(json.dumps(figures, indent=2))
         return 0
     gib = figures["payload_bytes"] / (1 << 30)
-    print(f"payload {gib:.2f} GiB of Debian binaries in {len(files)} files, {figures['cpus']} CPUs, best of {args.repeat}")
-    print(f"verify  {figures['verify_s']:>7.3f} s  vs sha256 of the files {figures['sha256_files_s']:>7.3f} s"
-          f"  ratio {figures['verify_over_sha256']:.3f}  (goal <= 1.10)")
-    print(f"build   {figures['build_s']:>7.3f} s  vs tar | zstd -3 -T0    {figures['tar_zstd_s']:>7.3f} s"
-          f"  ratio {figures['build_over_tar_zstd']:.3f}  (goal <= 1.25)")
-    print(f"size    {figures['bundle_bytes']:>11d} B vs tar.zst {figures['tar_zst_bytes']:>11d} B"
-          f"  ratio {figures['size_over_tar_zst']:.4f}  (goal <= 1.02)")
+    print(
+        f"payload {gib:.2f} GiB of Debian binaries in {len(files)} files, {figures['cpus']} CPUs, "
+        f"best of {args.repeat}"
+    )
+    print(
+        f"verify  {figures['verify_s']:>7.3f} s  vs sha256 of the files {figures['sha256_files_s']:>7.3f} s"
+        f"  ratio {figures['verify_over_sha256']:.3f}  (goal <= 1.10)"
+    )
+    print(
+        f"build   {figures['build_s']:>7.3f} s  vs tar | zstd -3 -T0    {figures['tar_zstd_s']:>7.3f} s"
+        f"  ratio {figures['build_over_tar_zstd']:.3f}  (goal <= 1.25)"
+    )
+    print(
+        f"size    {figures['bundle_bytes']:>11d} B vs tar.zst {figures['tar_zst_bytes']:>11d} B"
+        f"  ratio {figures['size_over_tar_zst']:.4f}  (goal <= 1.02)"
+    )
     print(f"memory  peak RSS while verifying {figures['verify_peak_rss_mib']:.1f} MiB  (goal < 150 MB)")
-    print(f"(for reference: `zstd -dc payload | openssl dgst -sha256` {figures['zstd_dc_openssl_sha256_s']:.3f} s, verify is "
-          f"{figures['verify_over_zstd_dc_openssl']:.3f}x that; sha256 of the bundle file "
-          f"{figures['sha256_bundle_file_s']:.3f} s)")
+    print(
+        "(for reference: `zstd -dc payload | openssl dgst -sha256` "
+        f"{figures['zstd_dc_openssl_sha256_s']:.3f} s, verify is "
+        f"{figures['verify_over_zstd_dc_openssl']:.3f}x that; sha256 of the bundle file "
+        f"{figures['sha256_bundle_file_s']:.3f} s)"
+    )
     return 0
 
 

@@ -27,10 +27,17 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def vigil(env: dict[str, str], *args: str) -> str:
-    res = subprocess.run([sys.executable, "-m", "vigil.installer.cli", *args], capture_output=True, text=True, env=env,
-                         cwd=REPO)
+    res = subprocess.run(
+        [sys.executable, "-m", "vigil.installer.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
     if res.returncode != 0:
-        raise SystemExit(f"FAIL: benchmark: vigil {' '.join(args)}: {res.stderr.strip() or res.stdout[-2000:]}")
+        raise SystemExit(
+            f"FAIL: benchmark: vigil {' '.join(args)}: {res.stderr.strip() or res.stdout[-2000:]}"
+        )
     return res.stdout
 
 
@@ -57,10 +64,31 @@ def main() -> int:
     env = {**os.environ, "VIGIL_HOME": str(work / "home"), "PYTHONPATH": str(REPO)}
     inventory = work / "inventory"
     vigil(env, "keys", "generate", "--out", str(work / "release"))
-    vigil(env, "trust", "init", "--key", str(work / "release.pub"), "--threshold", "1", "--out", str(work / "trust.json"))
+    vigil(
+        env,
+        "trust",
+        "init",
+        "--key",
+        str(work / "release.pub"),
+        "--threshold",
+        "1",
+        "--out",
+        str(work / "trust.json"),
+    )
     vigil(env, "trust", "install", str(work / "trust.json"))
-    vigil(env, "bundle", "build", "--channel", "debian", "--version", "1", "--key", str(work / "release.key"),
-          "--out", str(work / "out"))
+    vigil(
+        env,
+        "bundle",
+        "build",
+        "--channel",
+        "debian",
+        "--version",
+        "1",
+        "--key",
+        str(work / "release.key"),
+        "--out",
+        str(work / "out"),
+    )
     vigil(env, "bundle", "import", str(work / "out" / "vigil-1-amd64.bundle"))
 
     vigil(env, "lab", "down")
@@ -76,7 +104,10 @@ def main() -> int:
     if not args.keep_lab:
         vigil(env, "lab", "down")
     (first_s, first), (rerun_s, rerun) = runs
-    first_hosts, rerun_hosts = per_host_seconds(Path(first["run_dir"])), per_host_seconds(Path(rerun["run_dir"]))
+    first_hosts, rerun_hosts = (
+        per_host_seconds(Path(first["run_dir"])),
+        per_host_seconds(Path(rerun["run_dir"])),
+    )
     print(f"lab up (fresh hosts, warm root fs cache) {lab_up:.1f} s")
     print(f"first deploy {first_s:7.1f} s   changed {sum(c['changed'] for c in first['hosts'].values())}")
     print(f"rerun        {rerun_s:7.1f} s   changed {sum(c['changed'] for c in rerun['hosts'].values())}")

@@ -48,7 +48,9 @@ def _env(base: Path, job: int, gpus: list[int], lock: str) -> dict[str, str]:
 
 
 def _run(script: Path, env: dict[str, str]) -> None:
-    rc = subprocess.run([str(script)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+    rc = subprocess.run(
+        [str(script)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    ).returncode
     assert rc == 0, f"{script.name} exited {rc}"
 
 
@@ -75,7 +77,7 @@ def churn(seconds: float, rate: int, workers: int, lock: str) -> dict[str, float
     """Offer RATE job starts/ends a second for SECONDS; return achieved figures after checking the map."""
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
-        rng = random.Random(5)
+        rng = random.Random(5)  # noqa: S311 - a reproducible job mix
         running: deque[tuple[int, list[int]]] = deque()
         live: dict[int, list[int]] = {}
         guard = threading.Lock()
@@ -173,11 +175,16 @@ def main() -> None:
     bare, pair = per_job(args.jobs, args.lock)
     print(f"per job ({args.jobs} jobs, 2 GPUs each, {args.lock} lock, medians)")
     print(f"  bare sh -c 'exit 0'        {bare * 1e3:7.2f} ms")
-    print(f"  prolog + epilog            {pair * 1e3:7.2f} ms   {pair / bare:5.1f}x one bare start, "
-          f"{pair / (2 * bare):4.1f}x an empty prolog + epilog (goal <= 3x)")
+    print(
+        f"  prolog + epilog            {pair * 1e3:7.2f} ms   {pair / bare:5.1f}x one bare start, "
+        f"{pair / (2 * bare):4.1f}x an empty prolog + epilog (goal <= 3x)"
+    )
     r = churn(args.churn_seconds, args.rate, args.workers, args.lock)
     print(f"churn ({args.workers} workers, {os.cpu_count()} CPUs, {args.rate}/s offered, {GPUS} GPUs)")
-    print(f"  achieved                   {r['achieved']:7.0f} job starts+ends/s ({r['events']} in {r['elapsed']:.1f} s)")
+    print(
+        f"  achieved                   {r['achieved']:7.0f} job starts+ends/s "
+        f"({r['events']} in {r['elapsed']:.1f} s)"
+    )
     print(f"  running at the end         {r['running_at_end']:7d}")
     print(f"  stale or lost lines        {r['stale_or_lost']:7d}")
     print(f"  files left after epilogs   {r['left_after_epilogs']:7d}")

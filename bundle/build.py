@@ -93,7 +93,12 @@ def build_bundle(
         # 1 SBOM
         sbom_path = tmp / "sbom.cdx.json"
         sbom_path.write_bytes(
-            render_sbom(items_from_files(files, kinds, arch), bundle_name=name, bundle_version=version, created=created)
+            render_sbom(
+                items_from_files(files, kinds, arch),
+                bundle_name=name,
+                bundle_version=version,
+                created=created,
+            )
         )
         sbom = _SbomFile(path=SBOM_PATH, source=sbom_path, version=str(version))
         all_files: list[PayloadFile] = [*files, sbom]
@@ -110,15 +115,24 @@ def build_bundle(
             f = by_path[w.path]
             entries.append(
                 FileEntry(
-                    path=w.path, size=w.size, sha256=w.sha256, mode=w.mode, component=f.component,
-                    version=f.version, license=f.license, upstream_url=f.upstream_url,
+                    path=w.path,
+                    size=w.size,
+                    sha256=w.sha256,
+                    mode=w.mode,
+                    component=f.component,
+                    version=f.version,
+                    license=f.license,
+                    upstream_url=f.upstream_url,
                     upstream_sha256=f.upstream_sha256,
                 )
             )
             if f.component not in components_by_name and f is not sbom:
                 components_by_name[f.component] = ComponentEntry(
-                    name=f.component, version=f.version, license=f.license,
-                    kind=kinds.get(f.component, "file"), upstream_url=f.upstream_url,
+                    name=f.component,
+                    version=f.version,
+                    license=f.license,
+                    kind=kinds.get(f.component, "file"),
+                    upstream_url=f.upstream_url,
                     upstream_sha256=f.upstream_sha256,
                 )
         for given in components:  # the catalog's own description wins over one derived from a file
@@ -147,7 +161,9 @@ def build_bundle(
             signatures[key.id_hex] = sig.to_text().encode()
         # 5 assemble, then rename into place
         staged = tmp / name
-        write_bundle(staged, manifest=manifest_bytes, signatures=signatures, payload=payload_path, mtime=mtime)
+        write_bundle(
+            staged, manifest=manifest_bytes, signatures=signatures, payload=payload_path, mtime=mtime
+        )
         os.chmod(staged, 0o644)
         os.replace(staged, target)
         fsync_dir(out_dir)

@@ -128,8 +128,7 @@ def load_catalog(path: Path | str) -> Catalog:
     """Read and validate a catalog; raises :class:`CatalogError` naming the first problem."""
     path = Path(path)
     raw, data = _read_yaml(path)
-    return parse_catalog(data, path=path, sha256=hashlib.sha256(raw).hexdigest(),
-                         display=_display(path))
+    return parse_catalog(data, path=path, sha256=hashlib.sha256(raw).hexdigest(), display=_display(path))
 
 
 def load_lock(path: Path | str) -> Lock:
@@ -166,14 +165,26 @@ def _lock_component(cat: Catalog, comp: Component) -> dict[str, Any]:
             text = _http.read_url(src.checksum_url).decode("utf-8", "replace")
             sha = _http.sha256_from_checksum_file(text, basename, source=src.checksum_url)
         else:
-            raise CatalogError(obj, f"url source {src.url} has neither sha256 nor checksum_url; add "
-                                    "the vendor's published sha256 to the catalog")
-        artifacts.append({"filename": basename, "url": src.url, "sha256": sha,
-                          "checksum_url": src.checksum_url})
+            raise CatalogError(
+                obj,
+                f"url source {src.url} has neither sha256 nor checksum_url; add "
+                "the vendor's published sha256 to the catalog",
+            )
+        artifacts.append(
+            {"filename": basename, "url": src.url, "sha256": sha, "checksum_url": src.checksum_url}
+        )
     elif isinstance(src, DebSource):
         pkg = _apt.resolve(src.package, src.version, cat.arch, obj=obj)
-        artifacts.append({"filename": pkg.filename, "url": pkg.url, "sha256": pkg.sha256,
-                          "size": pkg.size, "name": pkg.package, "version": pkg.version})
+        artifacts.append(
+            {
+                "filename": pkg.filename,
+                "url": pkg.url,
+                "sha256": pkg.sha256,
+                "size": pkg.size,
+                "name": pkg.package,
+                "version": pkg.version,
+            }
+        )
         if src.ship != "files":
             extra = {"ship": src.ship}
     elif isinstance(src, WheelSource):
@@ -182,20 +193,38 @@ def _lock_component(cat: Catalog, comp: Component) -> dict[str, Any]:
             pyproject = cat.resolve_path(src.pyproject)
             reqs += _pip.pyproject_dependencies(pyproject, obj=obj)
             version = version or _pip.pyproject_version(pyproject, obj=obj)
-        extra = {"requirements": reqs, "python_version": src.python_version,
-                 "platforms": list(src.platforms), "index_url": src.index_url}
-        for w in _pip.resolve(reqs, python_version=src.python_version,
-                              platforms=list(src.platforms), index_url=src.index_url, obj=obj):
-            artifacts.append({"filename": w.filename, "url": w.url, "sha256": w.sha256,
-                              "name": w.name, "version": w.version, "license": w.license})
+        extra = {
+            "requirements": reqs,
+            "python_version": src.python_version,
+            "platforms": list(src.platforms),
+            "index_url": src.index_url,
+        }
+        for w in _pip.resolve(
+            reqs,
+            python_version=src.python_version,
+            platforms=list(src.platforms),
+            index_url=src.index_url,
+            obj=obj,
+        ):
+            artifacts.append(
+                {
+                    "filename": w.filename,
+                    "url": w.url,
+                    "sha256": w.sha256,
+                    "name": w.name,
+                    "version": w.version,
+                    "license": w.license,
+                }
+            )
     elif isinstance(src, FileSource):
         p = cat.resolve_path(src.path)
         if not p.is_file():
             raise CatalogError(obj, f"file {src.path} does not exist")
         actual, size = _http.hash_file(p)
         if actual != src.sha256:
-            raise CatalogError(obj, f"file {src.path}: sha256 mismatch: expected "
-                                    f"{src.sha256[:12]}…, got {actual[:12]}…")
+            raise CatalogError(
+                obj, f"file {src.path}: sha256 mismatch: expected {src.sha256[:12]}…, got {actual[:12]}…"
+            )
         artifacts.append({"filename": p.name, "path": src.path, "sha256": actual, "size": size})
     else:
         project = cat.resolve_path(src.path)
@@ -227,16 +256,18 @@ def lock_document(cat: Catalog) -> dict[str, Any]:
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
     if epoch and epoch.isdigit():
         doc["locked_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(epoch)))
-    doc["components"] = sorted((_lock_component(cat, c) for c in cat.components),
-                               key=lambda c: c["name"])
+    doc["components"] = sorted((_lock_component(cat, c) for c in cat.components), key=lambda c: c["name"])
     return doc
 
 
 def dump_lock(doc: Mapping[str, Any]) -> bytes:
-    header = (f"# Lock for channel {doc['channel']!s}: written by `vigil bundle lock`, do not edit.\n"
-              "# Every artifact is pinned to an exact URL (or path) and its upstream sha256.\n")
-    body = yaml.safe_dump(dict(doc), sort_keys=False, default_flow_style=False, width=4096,
-                          allow_unicode=True)
+    header = (
+        f"# Lock for channel {doc['channel']!s}: written by `vigil bundle lock`, do not edit.\n"
+        "# Every artifact is pinned to an exact URL (or path) and its upstream sha256.\n"
+    )
+    body = yaml.safe_dump(
+        dict(doc), sort_keys=False, default_flow_style=False, width=4096, allow_unicode=True
+    )
     return (header + body).encode("utf-8")
 
 
@@ -253,5 +284,3 @@ def lock_channel(catalog_path: Path | str) -> Path:
     # the lock must read back as what we meant
     load_lock(out)
     return out
-
-

@@ -209,8 +209,9 @@ class _Check:
                 raise self.fail(where, f"key {k!r} must be a string")
         return value
 
-    def keys(self, data: Mapping[str, Any], where: str, required: tuple[str, ...],
-             optional: tuple[str, ...] = ()) -> None:
+    def keys(
+        self, data: Mapping[str, Any], where: str, required: tuple[str, ...], optional: tuple[str, ...] = ()
+    ) -> None:
         for k in required:
             if k not in data:
                 raise self.fail(where, f"missing {k!r}")
@@ -219,8 +220,7 @@ class _Check:
                 allowed = ", ".join((*required, *optional))
                 raise self.fail(where, f"unknown key {k!r} (allowed: {allowed})")
 
-    def string(self, data: Mapping[str, Any], key: str, where: str, *, required: bool = True
-               ) -> str | None:
+    def string(self, data: Mapping[str, Any], key: str, where: str, *, required: bool = True) -> str | None:
         value = data.get(key)
         if value is None and not required and key not in data:
             return None
@@ -228,15 +228,13 @@ class _Check:
             raise self.fail(where, f"{key} must be a non-empty string, not {_typename(value)}")
         return value
 
-    def sha256(self, data: Mapping[str, Any], key: str, where: str, *, required: bool = True
-               ) -> str | None:
+    def sha256(self, data: Mapping[str, Any], key: str, where: str, *, required: bool = True) -> str | None:
         value = self.string(data, key, where, required=required)
         if value is not None and not _HEX64.match(value):
             raise self.fail(where, f"{key} must be 64 lowercase hex digits, not {value!r}")
         return value
 
-    def url(self, data: Mapping[str, Any], key: str, where: str, *, required: bool = True
-            ) -> str | None:
+    def url(self, data: Mapping[str, Any], key: str, where: str, *, required: bool = True) -> str | None:
         value = self.string(data, key, where, required=required)
         if value is not None and value.split(":", 1)[0] not in ("http", "https", "file"):
             raise self.fail(where, f"{key} {value!r} must be an http, https or file URL")
@@ -244,8 +242,15 @@ class _Check:
 
 
 def _typename(value: object) -> str:
-    return {type(None): "null", str: "a string", int: "an integer", float: "a number",
-            bool: "a boolean", list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
+    return {
+        type(None): "null",
+        str: "a string",
+        int: "an integer",
+        float: "a number",
+        bool: "a boolean",
+        list: "a list",
+        dict: "a mapping",
+    }.get(type(value), type(value).__name__)
 
 
 def _clean_rel(p: str) -> bool:
@@ -266,12 +271,12 @@ def _files(chk: _Check, value: object, where: str) -> tuple[tuple[str, str], ...
         if not _clean_rel(key.rstrip("/")):
             raise chk.fail(where, f"files key {key!r} must be a relative path without '..'")
         if target and not _clean_rel(target.rstrip("/")):
-            raise chk.fail(where, f"files[{key!r}] target {target!r} must be a relative path "
-                                  "without '..'")
+            raise chk.fail(where, f"files[{key!r}] target {target!r} must be a relative path without '..'")
         is_dir = key.endswith("/") or bool(_GLOB.search(key))
         if is_dir and target and not target.endswith("/"):
-            raise chk.fail(where, f"files[{key!r}] maps several files, so its target must be a "
-                                  "directory ending in '/'")
+            raise chk.fail(
+                where, f"files[{key!r}] maps several files, so its target must be a directory ending in '/'"
+            )
         if not is_dir and (not target or target.endswith("/")):
             raise chk.fail(where, f"files[{key!r}] target must be a file path")
         if target in targets:
@@ -298,18 +303,22 @@ def _source(chk: _Check, value: object, where: str) -> Source:
         ship = data.get("ship", "files")
         if ship not in DEB_SHIP:
             raise chk.fail(w, f"ship {ship!r} is not one of {', '.join(DEB_SHIP)}")
-        return DebSource(package=str(chk.string(data, "package", w)),
-                         version=str(chk.string(data, "version", w)), ship=ship)
+        return DebSource(
+            package=str(chk.string(data, "package", w)),
+            version=str(chk.string(data, "version", w)),
+            ship=ship,
+        )
     if kind == "wheel":
-        chk.keys(data, w, ("kind", "python_version", "platform"),
-                 ("requirements", "pyproject", "index_url"))
+        chk.keys(data, w, ("kind", "python_version", "platform"), ("requirements", "pyproject", "index_url"))
         pyver = str(chk.string(data, "python_version", w))
         if not re.fullmatch(r"3\.\d{1,2}", pyver):
             raise chk.fail(w, f"python_version {pyver!r} must look like '3.11'")
         plat = data["platform"]
         platforms = [plat] if isinstance(plat, str) else plat
-        if not isinstance(platforms, list) or not platforms or not all(
-            isinstance(p, str) and p for p in platforms
+        if (
+            not isinstance(platforms, list)
+            or not platforms
+            or not all(isinstance(p, str) and p for p in platforms)
         ):
             raise chk.fail(w, "platform must be a string or a list of strings")
         reqs = data.get("requirements", [])
@@ -321,8 +330,13 @@ def _source(chk: _Check, value: object, where: str) -> Source:
         index = chk.url(data, "index_url", w, required=False) or WheelSource.index_url
         if not index.startswith("https://"):
             raise chk.fail(w, f"index_url {index!r} must be https")
-        return WheelSource(python_version=pyver, platforms=tuple(platforms),
-                           requirements=tuple(reqs), pyproject=pyproject, index_url=index)
+        return WheelSource(
+            python_version=pyver,
+            platforms=tuple(platforms),
+            requirements=tuple(reqs),
+            pyproject=pyproject,
+            index_url=index,
+        )
     if kind == "file":
         chk.keys(data, w, ("kind", "path", "sha256"))
         return FileSource(path=str(chk.string(data, "path", w)), sha256=str(chk.sha256(data, "sha256", w)))
@@ -334,8 +348,9 @@ def _component(chk: _Check, value: object, index: int) -> Component:
     data = chk.mapping(value, f"components[{index}]")
     name = data.get("name")
     if not isinstance(name, str) or not _NAME.match(name):
-        raise chk.fail(f"components[{index}]", f"name {name!r} must be lowercase letters, digits, "
-                                               "'.', '_', '+', '-'")
+        raise chk.fail(
+            f"components[{index}]", f"name {name!r} must be lowercase letters, digits, '.', '_', '+', '-'"
+        )
     where = f"component {name!r}"
     chk.keys(data, where, ("name", "license", "source", "files"), ("version",))
     source = _source(chk, data["source"], where)
@@ -349,9 +364,9 @@ def _component(chk: _Check, value: object, index: int) -> Component:
     lic = chk.string(data, "license", where)
     if lic is None or not _SPDX.match(lic):
         raise chk.fail(where, f"license {lic!r} is not an SPDX expression")
-    return Component(name=name, version=version, license=lic, source=source,
-                     files=_files(chk, data["files"], where))
-
+    return Component(
+        name=name, version=version, license=lic, source=source, files=_files(chk, data["files"], where)
+    )
 
 
 # --- lock: parse -------------------------------------------------------------------------------
@@ -390,8 +405,12 @@ def _locked_component(chk: _Check, value: object, index: int, base: Path) -> Loc
     if not isinstance(name, str) or not _NAME.match(name):
         raise chk.fail(f"components[{index}]", f"name {name!r} is not a valid component name")
     where = f"component {name!r}"
-    chk.keys(data, where, ("name", "version", "license", "kind", "artifacts", "files"),
-             ("requirements", "python_version", "platforms", "index_url", "ship"))
+    chk.keys(
+        data,
+        where,
+        ("name", "version", "license", "kind", "artifacts", "files"),
+        ("requirements", "python_version", "platforms", "index_url", "ship"),
+    )
     kind = data["kind"]
     if kind not in KINDS:
         raise chk.fail(where, f"kind {kind!r} is not one of {', '.join(KINDS)}")
@@ -403,12 +422,15 @@ def _locked_component(chk: _Check, value: object, index: int, base: Path) -> Loc
         raise chk.fail(where, "artifacts must be a non-empty list")
     artifacts = tuple(_artifact(chk, a, f"{where}: artifacts[{i}]", kind) for i, a in enumerate(arts))
     return LockedComponent(
-        name=name, version=str(chk.string(data, "version", where)),
-        license=str(chk.string(data, "license", where)), kind=kind, artifacts=artifacts,
-        files=_files(chk, data["files"], where), ship=str(ship), base_dir=base,
+        name=name,
+        version=str(chk.string(data, "version", where)),
+        license=str(chk.string(data, "license", where)),
+        kind=kind,
+        artifacts=artifacts,
+        files=_files(chk, data["files"], where),
+        ship=str(ship),
+        base_dir=base,
     )
-
-
 
 
 # --- documents ----------------------------------------------------------------------------------
@@ -441,8 +463,9 @@ def parse_catalog(data: object, *, path: Path, sha256: str, display: str = "") -
         if c.name in seen:
             raise chk.fail(f"component {c.name!r}", "appears twice")
         seen.add(c.name)
-    return Catalog(path=path, channel=channel, arch=arch, components=components, sha256=sha256,
-                   display=display)
+    return Catalog(
+        path=path, channel=channel, arch=arch, components=components, sha256=sha256, display=display
+    )
 
 
 def parse_lock(data: object, *, path: Path, base_dir: Path, display: str = "") -> Lock:
@@ -453,11 +476,11 @@ def parse_lock(data: object, *, path: Path, base_dir: Path, display: str = "") -
     """
     chk = _Check(display or str(path))
     doc = chk.mapping(data, "")
-    chk.keys(doc, "", ("lock_format", "channel", "arch", "catalog_sha256", "components"),
-             ("locked_at",))
+    chk.keys(doc, "", ("lock_format", "channel", "arch", "catalog_sha256", "components"), ("locked_at",))
     if doc["lock_format"] != LOCK_FORMAT:
-        raise chk.fail("", f"lock_format {doc['lock_format']!r} is not {LOCK_FORMAT}; "
-                           "re-run `vigil bundle lock`")
+        raise chk.fail(
+            "", f"lock_format {doc['lock_format']!r} is not {LOCK_FORMAT}; re-run `vigil bundle lock`"
+        )
     comps = doc["components"]
     if not isinstance(comps, list) or not comps:
         raise chk.fail("", "components must be a non-empty list")
@@ -465,14 +488,19 @@ def parse_lock(data: object, *, path: Path, base_dir: Path, display: str = "") -
     if len({c.name for c in components}) != len(components):
         raise chk.fail("", "a component appears twice")
     return Lock(
-        path=path, channel=str(chk.string(doc, "channel", "")), arch=str(chk.string(doc, "arch", "")),
-        catalog_sha256=str(chk.sha256(doc, "catalog_sha256", "")), components=components,
-        locked_at=chk.string(doc, "locked_at", "", required=False), display=display,
+        path=path,
+        channel=str(chk.string(doc, "channel", "")),
+        arch=str(chk.string(doc, "arch", "")),
+        catalog_sha256=str(chk.sha256(doc, "catalog_sha256", "")),
+        components=components,
+        locked_at=chk.string(doc, "locked_at", "", required=False),
+        display=display,
     )
 
 
 def check_lock_current(catalog: Catalog, lock: Lock) -> None:
     """Raise unless ``lock`` was made from exactly the catalog bytes ``catalog`` was parsed from."""
     if catalog.sha256 != lock.catalog_sha256:
-        raise CatalogError(lock.obj, f"stale: {catalog.obj} changed since it was locked; "
-                                     "re-run `vigil bundle lock`")
+        raise CatalogError(
+            lock.obj, f"stale: {catalog.obj} changed since it was locked; re-run `vigil bundle lock`"
+        )

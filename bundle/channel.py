@@ -16,9 +16,8 @@ from pathlib import Path
 from vigil.bundle.build import build_bundle
 from vigil.bundle.catalog import CATALOG_DIR, catalog_path, check_lock_current, load_catalog, load_lock
 from vigil.bundle.errors import CatalogError
-from vigil.bundle.manifest import ComponentEntry
 from vigil.bundle.fetchers import fetch_component
-from vigil.bundle.payload import Progress
+from vigil.bundle.manifest import ComponentEntry
 from vigil.bundle.signing import SigningKey
 
 ANSIBLE_TREES = ("roles", "playbooks", "inventories/example")
@@ -78,13 +77,15 @@ def build_channel(
     catalog_dir: Path = CATALOG_DIR,
     cache_dir: Path | None = None,
     valid_days: int = 365,
-    progress: Progress | None = None,
+    # progress(done_bytes, total_bytes): total is None while a download's size is unknown
+    progress: Callable[[int, int | None], None] | None = None,
     log: Callable[[str], None] | None = None,
 ) -> Path:
     cat = load_catalog(catalog_path(channel, catalog_dir))
     if not cat.lock_path.exists():
         raise CatalogError(
-            str(cat.lock_path), f"no lock file; run `vigil bundle lock --channel {channel}` on a connected host"
+            str(cat.lock_path),
+            f"no lock file; run `vigil bundle lock --channel {channel}` on a connected host",
         )
     lock = load_lock(cat.lock_path)
     check_lock_current(cat, lock)
@@ -99,8 +100,13 @@ def build_channel(
             single = comp.artifacts[0] if len(comp.artifacts) == 1 else None
             entries.append(
                 ComponentEntry(
-                    name=comp.name, version=comp.version, license=comp.license, kind=comp.kind,
-                    upstream_url=(single.url or "") if single else f"{len(comp.artifacts)} artifacts, see files",
+                    name=comp.name,
+                    version=comp.version,
+                    license=comp.license,
+                    kind=comp.kind,
+                    upstream_url=(single.url or "")
+                    if single
+                    else f"{len(comp.artifacts)} artifacts, see files",
                     upstream_sha256=(single.sha256 or "") if single else "",
                 )
             )

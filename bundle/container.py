@@ -65,7 +65,9 @@ def write_bundle(
     """Assemble a bundle file at ``out`` (the caller stages and renames it)."""
     payload_size = payload.stat().st_size
     if payload_size > USTAR_MAX_SIZE:
-        raise BundleRejected(str(payload), "payload larger than 8 GiB; split the channel into smaller bundles")
+        raise BundleRejected(
+            str(payload), "payload larger than 8 GiB; split the channel into smaller bundles"
+        )
     with open(out, "wb") as fh:
         fh.write(_header(MANIFEST, len(manifest), mtime))
         fh.write(manifest + _pad(len(manifest)))
@@ -140,7 +142,7 @@ class BundleReader:
         self.path = Path(path)
         self.name = self.path.name
         try:
-            self.fh: BinaryIO = open(self.path, "rb")
+            self.fh: BinaryIO = open(self.path, "rb")  # noqa: SIM115 - closed by close()
         except OSError as exc:
             raise BundleRejected(str(path), f"cannot open: {exc.strerror}") from None
         self.file_size = os.fstat(self.fh.fileno()).st_size
@@ -202,7 +204,7 @@ class BundleReader:
 
     def payload_chunks(self, chunk: int = 1 << 20) -> Iterator[bytes]:
         """The payload's bytes, exactly ``payload.size`` of them."""
-        assert self.payload is not None
+        assert self.payload is not None  # noqa: S101 - narrows the type
         self.fh.seek(self.payload.offset)
         left = self.payload.size
         while left:
@@ -214,7 +216,7 @@ class BundleReader:
 
     def check_tail(self) -> None:
         """After the payload: padding, two zero blocks, and the end of the file."""
-        assert self.payload is not None
+        assert self.payload is not None  # noqa: S101 - narrows the type
         self.fh.seek(self.payload.offset + self.payload.size)
         pad = -self.payload.size % BLOCK
         tail = self.fh.read(pad + 2 * BLOCK + 1)

@@ -7,6 +7,7 @@ every payload file's path, size, mode and SHA-256, so every byte of a bundle is 
 
 from __future__ import annotations
 
+import builtins
 import json
 import re
 from dataclasses import asdict, dataclass, field
@@ -99,7 +100,9 @@ def parse_time(value: str, name: str) -> datetime:
     try:
         moment = datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ")
     except ValueError:
-        raise BundleRejected("manifest.json", f"field '{name}' is not a UTC time like 2026-01-31T12:00:00Z") from None
+        raise BundleRejected(
+            "manifest.json", f"field '{name}' is not a UTC time like 2026-01-31T12:00:00Z"
+        ) from None
     return moment.replace(tzinfo=UTC)
 
 
@@ -133,14 +136,15 @@ class _Fields:
             raise _bad(name, f"has an invalid value {value[:80]!r}")
         return value
 
-    def int(self, key: str, *, minimum: int = 0) -> int:
+    # (the methods are named after the types they return: builtins.* inside the class body)
+    def int(self, key: builtins.str, *, minimum: builtins.int = 0) -> builtins.int:
         value = self._get(key)
         name = f"{self.where}.{key}" if self.where else key
         if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
             raise _bad(name, f"must be an integer >= {minimum}")
         return value
 
-    def list(self, key: str) -> list[Any]:
+    def list(self, key: builtins.str) -> builtins.list[Any]:
         value = self._get(key)
         if not isinstance(value, list):
             raise _bad(f"{self.where}.{key}" if self.where else key, "must be a list")
@@ -158,11 +162,15 @@ def parse_manifest(data: bytes) -> Manifest:
     except UnicodeDecodeError:
         raise BundleRejected("manifest.json", "malformed: not UTF-8") from None
     except json.JSONDecodeError as exc:
-        raise BundleRejected("manifest.json", f"malformed: not JSON ({exc.msg} at line {exc.lineno})") from None
+        raise BundleRejected(
+            "manifest.json", f"malformed: not JSON ({exc.msg} at line {exc.lineno})"
+        ) from None
     top = _Fields(doc, "")
     fmt = top.str("format")
     if fmt != FORMAT:
-        raise BundleRejected("manifest.json", f"format {fmt!r} is not {FORMAT!r}; a newer vigil may be needed")
+        raise BundleRejected(
+            "manifest.json", f"format {fmt!r} is not {FORMAT!r}; a newer vigil may be needed"
+        )
     pay = _Fields(top._get("payload"), "payload")
     frames = pay.list("frames")
     if not frames or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in frames):
@@ -177,7 +185,9 @@ def parse_manifest(data: bytes) -> Manifest:
     if payload.compression != "zstd":
         raise _bad("payload.compression", f"is {payload.compression!r}, only 'zstd' is read")
     if sum(payload.frames) != payload.size:
-        raise _bad("payload.frames", f"add up to {sum(payload.frames)} bytes, not the payload's {payload.size}")
+        raise _bad(
+            "payload.frames", f"add up to {sum(payload.frames)} bytes, not the payload's {payload.size}"
+        )
     if payload.frame_bytes > MAX_FRAME_BYTES:
         raise _bad("payload.frame_bytes", f"is larger than {MAX_FRAME_BYTES}")
     components = []

@@ -12,15 +12,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import re
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from vigil.basics.atomic import atomic_writer, fsync_dir, write_file_atomic
 from vigil.basics.canonical import canonical_json
-from vigil.basics.atomic import fsync_dir, write_file_atomic
 from vigil.bundle.errors import BundleError, BundleRejected, SignatureError, TamperedFile
 from vigil.bundle.signing import SigningKey
 from vigil.bundle.trust import TrustRoot
@@ -35,7 +33,7 @@ def parse_size(text: str) -> int:
     m = _SIZE.match(text.strip())
     if not m or int(m.group(1)) == 0:
         raise BundleError(f"size {text!r}", "must be a positive number with an optional K, M, G or T suffix")
-    return int(m.group(1)) * 1024 ** " KMGT".index((m.group(2) or " ").upper())
+    return int(m.group(1)) << 10 * " KMGT".index((m.group(2) or " ").upper())
 
 
 def part_name(bundle_name: str, index: int) -> str:
@@ -63,32 +61,30 @@ def split_bundle(bundle: Path, part_size: int, out_dir: Path, keys: Sequence[Sig
             name = part_name(bundle.name, i)
             h = hashlib.sha256()
             size = 0
-            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=out_dir)
-            try:
-                with os.fdopen(fd, "wb") as dst:
-                    while size < part_size:
-                        data = src.read(min(CHUNK, part_size - size))
-                        if not data:
-                            break
-                        h.update(data)
-                        whole.update(data)
-                        dst.write(data)
-                        size += len(data)
-                    dst.flush()
-                    os.fsync(dst.fileno())
-                os.chmod(tmp, 0o644)
-                os.replace(tmp, out_dir / name)
-            except BaseException:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-                raise
+            with atomic_writer(out_dir / name) as dst:
+                while size < part_size:
+                    data = src.read(min(CHUNK, part_size - size))
+                    if not data:
+                        break
+                    h.update(data)
+                    whole.update(data)
+                    dst.write(data)
+                    size += len(data)
             parts.append({"index": i, "name": name, "size": size, "sha256": h.hexdigest()})
-    signed = {"type": INDEX_TYPE, "bundle": bundle.name, "size": total, "sha256": whole.hexdigest(),
-              "part_size": part_size, "parts": parts}
+    signed = {
+        "type": INDEX_TYPE,
+        "bundle": bundle.name,
+        "size": total,
+        "sha256": whole.hexdigest(),
+        "part_size": part_size,
+        "parts": parts,
+    }
     message = canonical_json(signed)
     sigs = [{"key_id": k.id_hex, "sig": base64.b64encode(k.sign_raw(message)).decode()} for k in keys]
     index = out_dir / f"{bundle.name}.parts.json"
-    write_file_atomic(index, json.dumps({"signed": signed, "signatures": sigs}, indent=1, sort_keys=True).encode())
+    write_file_atomic(
+        index, json.dumps({"signed": signed, "signatures": sigs}, indent=1, sort_keys=True).encode()
+    )
     fsync_dir(out_dir)
     return index
 
@@ -101,15 +97,19 @@ def _load_index(index: Path, trust: TrustRoot) -> dict[str, Any]:
         raise BundleRejected(where, f"cannot read parts index: {exc.strerror}") from None
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise BundleRejected(where, "parts index is not JSON") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("signed"), dict) or not isinstance(
-        doc.get("signatures"), list
+    if (
+        not isinstance(doc, dict)
+        or not isinstance(doc.get("signed"), dict)
+        or not isinstance(doc.get("signatures"), list)
     ):
         raise BundleRejected(where, "parts index lacks 'signed' and 'signatures'")
-    signed = doc["signed"]
+    signed: dict[str, Any] = doc["signed"]
     sigs = [s for s in doc["signatures"] if isinstance(s, dict)]
     good = trust.count_valid(canonical_json(signed), sigs)
     if len(good) < trust.threshold:
-        raise SignatureError(where, f"{len(good)} valid signature(s) from trusted keys, threshold is {trust.threshold}")
+        raise SignatureError(
+            where, f"{len(good)} valid signature(s) from trusted keys, threshold is {trust.threshold}"
+        )
     if signed.get("type") != INDEX_TYPE:
         raise BundleRejected(where, f"type is {signed.get('type')!r}, not {INDEX_TYPE!r}")
     parts = signed.get("parts")
@@ -119,8 +119,13 @@ def _load_index(index: Path, trust: TrustRoot) -> dict[str, Any]:
     if not isinstance(parts, list) or not parts:
         raise BundleRejected(where, "lists no parts")
     for i, p in enumerate(parts, 1):
-        if not (isinstance(p, dict) and p.get("index") == i and p.get("name") == part_name(name, i)
-                and isinstance(p.get("size"), int) and isinstance(p.get("sha256"), str)):
+        if not (
+            isinstance(p, dict)
+            and p.get("index") == i
+            and p.get("name") == part_name(name, i)
+            and isinstance(p.get("size"), int)
+            and isinstance(p.get("sha256"), str)
+        ):
             raise BundleRejected(where, f"entry {i} of the parts list is malformed")
     return signed
 
@@ -137,41 +142,36 @@ def join_parts(index: Path, trust: TrustRoot, out: Path | None = None) -> Path:
         if not (folder / p["name"]).is_file():
             raise TamperedFile(p["name"], f"part {p['index']} of {len(signed['parts'])} is missing")
     whole = hashlib.sha256()
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as dst:
-            for p in signed["parts"]:
-                h = hashlib.sha256()
-                size = 0
-                with open(folder / p["name"], "rb") as src:
-                    while True:
-                        data = src.read(CHUNK)
-                        if not data:
-                            break
-                        size += len(data)
-                        if size > p["size"]:
-                            break
-                        h.update(data)
-                        whole.update(data)
-                        dst.write(data)
-                digest = h.hexdigest()
-                if size == p["size"] and digest == p["sha256"]:
-                    continue
-                other = by_hash.get(digest)
-                if other is not None and other is not p:
-                    raise TamperedFile(p["name"], f"holds the bytes of part {other['index']}: parts are out of order")
-                if size != p["size"]:
-                    raise TamperedFile(p["name"], f"is {size}{'+' if size > p['size'] else ''} bytes, index says {p['size']}")
-                raise TamperedFile(p["name"], f"altered: sha256 {digest[:12]}… differs from the index's {p['sha256'][:12]}…")
-            if whole.hexdigest() != signed["sha256"]:
-                raise TamperedFile(signed["bundle"], "joined bytes differ from the index's sha256")
-            dst.flush()
-            os.fsync(dst.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    fsync_dir(target.parent)
+    with atomic_writer(target) as dst:
+        for p in signed["parts"]:
+            h = hashlib.sha256()
+            size = 0
+            with open(folder / p["name"], "rb") as src:
+                while True:
+                    data = src.read(CHUNK)
+                    if not data:
+                        break
+                    size += len(data)
+                    if size > p["size"]:
+                        break
+                    h.update(data)
+                    whole.update(data)
+                    dst.write(data)
+            digest = h.hexdigest()
+            if size == p["size"] and digest == p["sha256"]:
+                continue
+            other = by_hash.get(digest)
+            if other is not None and other is not p:
+                raise TamperedFile(
+                    p["name"], f"holds the bytes of part {other['index']}: parts are out of order"
+                )
+            if size != p["size"]:
+                raise TamperedFile(
+                    p["name"], f"is {size}{'+' if size > p['size'] else ''} bytes, index says {p['size']}"
+                )
+            raise TamperedFile(
+                p["name"], f"altered: sha256 {digest[:12]}… differs from the index's {p['sha256'][:12]}…"
+            )
+        if whole.hexdigest() != signed["sha256"]:
+            raise TamperedFile(signed["bundle"], "joined bytes differ from the index's sha256")
     return target

@@ -41,16 +41,28 @@ Progress = Callable[[int, int], None]
 
 
 class PayloadFile(Protocol):
-    """What the builder needs to know about one file going into the payload."""
+    """What the builder needs to know about one file going into the payload.
 
-    path: str
-    source: Path
-    mode: int
-    component: str
-    version: str
-    license: str
-    upstream_url: str
-    upstream_sha256: str
+    Read-only members: the builder only reads them, so frozen dataclasses (the catalog's files, the
+    SBOM) satisfy the protocol as well as mutable objects do.
+    """
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def source(self) -> Path: ...
+    @property
+    def mode(self) -> int: ...
+    @property
+    def component(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def license(self) -> str: ...
+    @property
+    def upstream_url(self) -> str: ...
+    @property
+    def upstream_sha256(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -199,7 +211,9 @@ def write_payload(
         raw.flush()
         os.fsync(raw.fileno())
     return (
-        PayloadEntry(size=sink.size, sha256=sink.hasher.hexdigest(), frames=tuple(zw.frames), frame_bytes=FRAME_BYTES),
+        PayloadEntry(
+            size=sink.size, sha256=sink.hasher.hexdigest(), frames=tuple(zw.frames), frame_bytes=FRAME_BYTES
+        ),
         written,
     )
 
@@ -258,7 +272,9 @@ class _FrameReader:
         except zstandard.ZstdError as exc:
             raise BundleRejected(self.where, f"corrupt zstd frame ({exc})") from None
         if size < 0 or size > self.frame_bytes:
-            raise BundleRejected(self.where, f"zstd frame declares {size} bytes, more than {self.frame_bytes}")
+            raise BundleRejected(
+                self.where, f"zstd frame declares {size} bytes, more than {self.frame_bytes}"
+            )
         dctx = getattr(self.local, "dctx", None)
         if dctx is None:
             dctx = self.local.dctx = zstandard.ZstdDecompressor()
@@ -321,24 +337,30 @@ def verify_payload(
 def _check_payload_digest(bundle_name: str, manifest: Manifest, source: _PayloadSource) -> None:
     if source.done != manifest.payload.size:
         raise TamperedFile(
-            f"{bundle_name}: payload.tar.zst", f"is {source.done} bytes, manifest says {manifest.payload.size}"
+            f"{bundle_name}: payload.tar.zst",
+            f"is {source.done} bytes, manifest says {manifest.payload.size}",
         )
     actual = source.hasher.hexdigest()
     if actual != manifest.payload.sha256:
         raise TamperedFile(
             f"{bundle_name}: payload.tar.zst",
-            f"altered: sha256 {actual[:12]}… differs from the signed manifest's {manifest.payload.sha256[:12]}…",
+            f"altered: sha256 {actual[:12]}… differs from the signed manifest's "
+            f"{manifest.payload.sha256[:12]}…",
         )
 
 
-def _stream_members(bundle_name: str, manifest: Manifest, source: _PayloadSource, extract_to: Path | None) -> None:
+def _stream_members(
+    bundle_name: str, manifest: Manifest, source: _PayloadSource, extract_to: Path | None
+) -> None:
     expected = manifest.files_by_path()
     seen: set[str] = set()
     where = f"{bundle_name}: payload.tar.zst"
-    plain = _FrameReader(source.frames(manifest.payload.frames), frame_bytes=manifest.payload.frame_bytes, where=where)
+    plain = _FrameReader(
+        source.frames(manifest.payload.frames), frame_bytes=manifest.payload.frame_bytes, where=where
+    )
     try:
         try:
-            tar = tarfile.open(fileobj=plain, mode="r|", bufsize=CHUNK)  # type: ignore[call-overload]
+            tar = tarfile.open(fileobj=plain, mode="r|", bufsize=CHUNK)  # type: ignore[call-overload]  # noqa: SIM115 - closed in finally
             for member in tar:
                 _check_member(bundle_name, member, expected, seen)
                 entry = expected[member.name]
@@ -357,10 +379,14 @@ def _stream_members(bundle_name: str, manifest: Manifest, source: _PayloadSource
     missing = sorted(set(expected) - seen)
     if missing:
         more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
-        raise TamperedFile(f"{bundle_name}: {missing[0]}", f"listed in the manifest but missing from the payload{more}")
+        raise TamperedFile(
+            f"{bundle_name}: {missing[0]}", f"listed in the manifest but missing from the payload{more}"
+        )
 
 
-def _check_member(bundle_name: str, member: tarfile.TarInfo, expected: dict[str, FileEntry], seen: set[str]) -> None:
+def _check_member(
+    bundle_name: str, member: tarfile.TarInfo, expected: dict[str, FileEntry], seen: set[str]
+) -> None:
     obj = f"{bundle_name}: {member.name[:200]}"
     problem = check_member_name(member.name)
     if problem:
@@ -396,7 +422,7 @@ def _read_member(
 ) -> None:
     obj = f"{bundle_name}: {member.name}"
     fh = tar.extractfile(member)
-    assert fh is not None
+    assert fh is not None  # noqa: S101 - narrows the type
     out_fd = -1
     if extract_to is not None:
         target = extract_to / member.name
@@ -437,7 +463,7 @@ def read_leading_member(
     source = _PayloadSource(chunks, 0, None)
     plain = _FrameReader(source.frames(frames), frame_bytes=MAX_FRAME_BYTES, where="payload")
     try:
-        tar = tarfile.open(fileobj=plain, mode="r|", bufsize=CHUNK)  # type: ignore[call-overload]
+        tar = tarfile.open(fileobj=plain, mode="r|", bufsize=CHUNK)  # type: ignore[call-overload]  # noqa: SIM115 - closed in finally
         member = tar.next()
         if member is None or member.name != name or not member.isreg() or member.size > max_size:
             return None

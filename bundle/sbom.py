@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from cyclonedx.model import ExternalReference, ExternalReferenceType, HashAlgorithm, HashType, XsUri
 from cyclonedx.model.bom import Bom, BomMetaData
@@ -38,35 +39,70 @@ class SbomItem:
     arch: str = ""
 
 
-def items_from_files(files: Iterable[object], kinds: dict[str, str], arch: str) -> list[SbomItem]:
+class SbomSource(Protocol):
+    """What the SBOM reads of a staged file (the build's staged files have these)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def component(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def license(self) -> str: ...
+    @property
+    def upstream_url(self) -> str: ...
+    @property
+    def upstream_sha256(self) -> str: ...
+
+
+def items_from_files(files: Iterable[SbomSource], kinds: dict[str, str], arch: str) -> list[SbomItem]:
     """One item per component, and one per wheel file (each wheel is its own package)."""
     items: dict[tuple[str, str], SbomItem] = {}
     for f in files:
-        path: str = f.path  # type: ignore[attr-defined]
-        kind = kinds.get(f.component, "file")  # type: ignore[attr-defined]
+        path: str = f.path
+        kind = kinds.get(f.component, "file")
         base = path.rsplit("/", 1)[-1]
         match = _WHEEL.match(base) if base.endswith(".whl") else None
         if match:
             name, version = match["name"].replace("_", "-").lower(), match["version"]
             items[(name, version)] = SbomItem(
-                name, version, f.license, "wheel", f.upstream_url, f.upstream_sha256  # type: ignore[attr-defined]
+                name,
+                version,
+                f.license,
+                "wheel",
+                f.upstream_url,
+                f.upstream_sha256,
             )
             continue
-        key = (f.component, f.version)  # type: ignore[attr-defined]
+        key = (f.component, f.version)
         if key not in items:
             items[key] = SbomItem(
-                f.component, f.version, f.license, kind, f.upstream_url, f.upstream_sha256, arch  # type: ignore[attr-defined]
+                f.component,
+                f.version,
+                f.license,
+                kind,
+                f.upstream_url,
+                f.upstream_sha256,
+                arch,
             )
     return [items[k] for k in sorted(items)]
 
 
 def _purl(item: SbomItem) -> PackageURL:
     if item.kind == "deb":
-        return PackageURL(type="deb", namespace="debian", name=item.name, version=item.version,
-                          qualifiers={"arch": item.arch} if item.arch else None)
+        return PackageURL(
+            type="deb",
+            namespace="debian",
+            name=item.name,
+            version=item.version,
+            qualifiers={"arch": item.arch} if item.arch else None,
+        )
     if item.kind in ("wheel", "project"):
         return PackageURL(type="pypi", name=item.name, version=item.version)
-    qualifiers = {"download_url": item.upstream_url} if item.upstream_url.startswith(("http://", "https://")) else None
+    qualifiers = (
+        {"download_url": item.upstream_url} if item.upstream_url.startswith(("http://", "https://")) else None
+    )
     return PackageURL(type="generic", name=item.name, version=item.version, qualifiers=qualifiers)
 
 
@@ -75,19 +111,27 @@ def _license(spdx: str) -> list[LicenseExpression | DisjunctiveLicense]:
         return []
     if any(op in spdx for op in (" AND ", " OR ", " WITH ")):
         return [LicenseExpression(spdx)]
-    return [DisjunctiveLicense(id=spdx)] if re.fullmatch(r"[A-Za-z0-9.+-]+", spdx) else [DisjunctiveLicense(name=spdx)]
+    return (
+        [DisjunctiveLicense(id=spdx)]
+        if re.fullmatch(r"[A-Za-z0-9.+-]+", spdx)
+        else [DisjunctiveLicense(name=spdx)]
+    )
 
 
 def render_sbom(items: list[SbomItem], *, bundle_name: str, bundle_version: int, created: datetime) -> bytes:
     components = []
     for item in items:
         purl = _purl(item)
-        hashes = [HashType(alg=HashAlgorithm.SHA_256, content=item.upstream_sha256)] if re.fullmatch(
-            r"[0-9a-f]{64}", item.upstream_sha256
-        ) else []
+        hashes = (
+            [HashType(alg=HashAlgorithm.SHA_256, content=item.upstream_sha256)]
+            if re.fullmatch(r"[0-9a-f]{64}", item.upstream_sha256)
+            else []
+        )
         refs = []
         if item.upstream_url.startswith(("http://", "https://")):
-            refs.append(ExternalReference(type=ExternalReferenceType.DISTRIBUTION, url=XsUri(item.upstream_url)))
+            refs.append(
+                ExternalReference(type=ExternalReferenceType.DISTRIBUTION, url=XsUri(item.upstream_url))
+            )
         components.append(
             Component(
                 name=item.name,
@@ -100,8 +144,12 @@ def render_sbom(items: list[SbomItem], *, bundle_name: str, bundle_version: int,
                 external_references=refs,
             )
         )
-    root = Component(name="vigil-bundle", version=str(bundle_version), type=ComponentType.APPLICATION,
-                     bom_ref=f"vigil-bundle:{bundle_name}")
+    root = Component(
+        name="vigil-bundle",
+        version=str(bundle_version),
+        type=ComponentType.APPLICATION,
+        bom_ref=f"vigil-bundle:{bundle_name}",
+    )
     bom = Bom(
         components=components,
         serial_number=uuid.uuid5(_NAMESPACE, f"{bundle_name}:{bundle_version}:{created.isoformat()}"),
@@ -119,8 +167,10 @@ def summarize_sbom(data: bytes) -> dict[str, object]:
     licenses: dict[str, int] = {}
     for c in comps:
         for lic in c.get("licenses", []) or [{}]:
-            key = (lic.get("license", {}) or {}).get("id") or (lic.get("license", {}) or {}).get("name") or lic.get(
-                "expression", "unknown"
+            key = (
+                (lic.get("license", {}) or {}).get("id")
+                or (lic.get("license", {}) or {}).get("name")
+                or lic.get("expression", "unknown")
             )
             licenses[key] = licenses.get(key, 0) + 1
     return {

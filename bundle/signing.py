@@ -146,9 +146,9 @@ class Minisig:
             key_id=blob[2:10],
             signature=blob[10:],
             prehashed=blob[:2] == _SIG_ALG_PREHASHED,
-            trusted_comment=lines[2][len(_TRUSTED):],
+            trusted_comment=lines[2][len(_TRUSTED) :],
             global_signature=global_sig,
-            untrusted_comment=lines[0][len(_UNTRUSTED):],
+            untrusted_comment=lines[0][len(_UNTRUSTED) :],
         )
 
 
@@ -251,4 +251,3 @@ def read_passphrase(path: Path | None) -> bytes | None:
     if not first:
         raise KeyFileError(str(path), "passphrase file is empty")
     return first
-

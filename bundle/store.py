@@ -134,9 +134,14 @@ class BundleStore:
             except _AlreadyImported as done:
                 h = done.head
                 return ImportResult(
-                    version=h.manifest.version, path=self.root / str(h.manifest.version),
-                    manifest_sha256=h.manifest_sha256, signers=h.signers, already_imported=True,
-                    downgrade=False, files=len(h.manifest.files), bytes=h.manifest.total_size,
+                    version=h.manifest.version,
+                    path=self.root / str(h.manifest.version),
+                    manifest_sha256=h.manifest_sha256,
+                    signers=h.signers,
+                    already_imported=True,
+                    downgrade=False,
+                    files=len(h.manifest.files),
+                    bytes=h.manifest.total_size,
                 )
             version = head.manifest.version
             (staging / "files").mkdir(exist_ok=True)
@@ -155,7 +160,7 @@ class BundleStore:
                 "arch": head.manifest.arch,
             }
             write_file_atomic(staging / "import.json", json.dumps(record, indent=1, sort_keys=True).encode())
-            os.chmod(staging, 0o750)
+            os.chmod(staging, 0o750)  # noqa: S103 - a directory, root and group only
             final = self.root / str(version)
             os.rename(staging, final)
             staging = None
@@ -163,8 +168,13 @@ class BundleStore:
                 write_file_atomic(self.root / "highest", f"{version}\n".encode())
             fsync_dir(self.root)
             return ImportResult(
-                version=version, path=final, manifest_sha256=head.manifest_sha256, signers=head.signers,
-                already_imported=False, downgrade=downgrade, files=len(head.manifest.files),
+                version=version,
+                path=final,
+                manifest_sha256=head.manifest_sha256,
+                signers=head.signers,
+                already_imported=False,
+                downgrade=downgrade,
+                files=len(head.manifest.files),
                 bytes=head.manifest.total_size,
             )
         finally:

@@ -105,7 +105,9 @@ def new_root(public_keys: list[PublicKey], threshold: int, version: int = 1) -> 
     if not keys:
         raise TrustError("trust root", "needs at least one key")
     if not 1 <= threshold <= len(keys):
-        raise TrustError("trust root", f"threshold {threshold} must be between 1 and {len(keys)} (the key count)")
+        raise TrustError(
+            "trust root", f"threshold {threshold} must be between 1 and {len(keys)} (the key count)"
+        )
     if version < 1:
         raise TrustError("trust root", f"version {version} must be 1 or higher")
     return TrustRoot(version=version, threshold=threshold, keys=keys)
@@ -138,12 +140,15 @@ def parse_root(data: bytes, *, where: str) -> TrustRoot:
         except KeyFileError as exc:
             raise TrustError(where, exc.reason) from None
         if entry.get("id") != key.id_hex:
-            raise TrustError(where, f"key id {entry.get('id')!r} does not match its public key ({key.id_hex})")
+            raise TrustError(
+                where, f"key id {entry.get('id')!r} does not match its public key ({key.id_hex})"
+            )
         public.append(key)
     root = new_root(public, threshold, version)
     sigs = doc.get("signatures", [])
     if not isinstance(sigs, list) or not all(
-        isinstance(s, dict) and isinstance(s.get("key_id"), str) and isinstance(s.get("sig"), str) for s in sigs
+        isinstance(s, dict) and isinstance(s.get("key_id"), str) and isinstance(s.get("sig"), str)
+        for s in sigs
     ):
         raise TrustError(where, "signatures must be a list of {key_id, sig}")
     root.signatures = list(sigs)
@@ -165,7 +170,9 @@ def write_root(root: TrustRoot, path: Path) -> None:
 def check_rotation(current: TrustRoot, new: TrustRoot, *, where: str) -> list[str]:
     """Accept ``new`` in place of ``current``: 1 higher version, 2 threshold of current keys signed it."""
     if new.version <= current.version:
-        raise TrustError(where, f"version {new.version} is not newer than the current trust root's {current.version}")
+        raise TrustError(
+            where, f"version {new.version} is not newer than the current trust root's {current.version}"
+        )
     good = current.count_valid(new.signed_bytes(), new.signatures)
     if len(good) < current.threshold:
         raise TrustError(

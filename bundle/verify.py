@@ -56,7 +56,9 @@ def verify_head(
     for key_id, raw in sorted(reader.signatures.items()):
         sig = Minisig.parse(raw, where=f"{name}: signatures/{key_id}.minisig")
         if sig.key_id_hex != key_id:
-            raise SignatureError(f"{name}: signatures/{key_id}.minisig", f"holds a signature by key {sig.key_id_hex}")
+            raise SignatureError(
+                f"{name}: signatures/{key_id}.minisig", f"holds a signature by key {sig.key_id_hex}"
+            )
         sigs.append(sig)
     signers = trust.verify_minisigs(reader.manifest_bytes, sigs, what=f"{name}: manifest.json")
     # 3 manifest
@@ -79,7 +81,7 @@ def verify_head(
         raise BundleRejected(
             name, f"needs vigil >= {manifest.min_vigil_version}, this is {vigil_version}; upgrade vigil first"
         )
-    assert reader.payload is not None
+    assert reader.payload is not None  # noqa: S101 - narrows the type
     if reader.payload.size != manifest.payload.size:
         raise BundleRejected(
             f"{name}: payload.tar.zst",
@@ -109,7 +111,9 @@ def verify_bundle(
         head = verify_head(reader, trust, now=now, vigil_version=vigil_version)
         if before_payload is not None:
             before_payload(head)
-        verify_payload(reader.name, head.manifest, reader.payload_chunks(), extract_to=extract_to, progress=progress)
+        verify_payload(
+            reader.name, head.manifest, reader.payload_chunks(), extract_to=extract_to, progress=progress
+        )
     return head
 
 

@@ -35,8 +35,10 @@ def make_server(address: tuple[str, int], render: Callable[[], str], *, title: s
                     return
                 self._send(200, body, CONTENT_TYPE)
             elif path == "/":
-                page = f"<html><head><title>{title}</title></head><body><h1>{title}</h1>" \
-                       '<p><a href="/metrics">Metrics</a></p></body></html>\n'
+                page = (
+                    f"<html><head><title>{title}</title></head><body><h1>{title}</h1>"
+                    '<p><a href="/metrics">Metrics</a></p></body></html>\n'
+                )
                 self._send(200, page.encode(), "text/html; charset=utf-8")
             else:
                 self._send(404, b"not found\n", "text/plain; charset=utf-8")

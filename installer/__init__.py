@@ -1,4 +1,5 @@
-"""vigil's installer: the operations layer and the CLI over it, deploy over ansible-runner, the audit log, the lab."""
+"""vigil's installer: the operations layer and the CLI over it, deploy over ansible-runner, the audit
+log, the lab."""
 
 from importlib.metadata import PackageNotFoundError, version
 

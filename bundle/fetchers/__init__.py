@@ -74,7 +74,7 @@ def fetch_component(
             continue
         local = _obtain(comp, art, cache, progress)
         upstream_url = art.url or local_uri(comp, art)
-        assert art.sha256 is not None
+        assert art.sha256 is not None  # noqa: S101 - narrows the type
         if comp.kind == "deb" and comp.ship == "deb":
             extracted = _stage_single(comp, art, local, out_dir, per_artifact=False)
         elif comp.kind == "deb":
@@ -84,8 +84,7 @@ def fetch_component(
             obj = f"{comp.name}: {art.filename}"
             extracted = _extract.extract_archive(local, art.filename, files, out_dir, obj=obj)
         else:
-            extracted = _stage_single(comp, art, local, out_dir,
-                                      per_artifact=comp.kind == "wheel")
+            extracted = _stage_single(comp, art, local, out_dir, per_artifact=comp.kind == "wheel")
         for e in extracted:
             staged.append(_staged(comp, art, e, upstream_url))
     if comp.kind == "wheel":
@@ -94,14 +93,13 @@ def fetch_component(
 
 
 def local_uri(comp: LockedComponent, art: LockedArtifact) -> str:
-    assert art.path is not None
+    assert art.path is not None  # noqa: S101 - narrows the type
     return comp.resolve_path(art.path).as_uri()
 
 
-def _obtain(comp: LockedComponent, art: LockedArtifact, cache: Cache,
-            progress: Progress | None) -> Path:
+def _obtain(comp: LockedComponent, art: LockedArtifact, cache: Cache, progress: Progress | None) -> Path:
     """The verified bytes of one artifact, in the cache."""
-    assert art.sha256 is not None
+    assert art.sha256 is not None  # noqa: S101 - narrows the type
     if comp.kind == "file":
         src = comp.resolve_path(str(art.path))
         if not src.is_file():
@@ -114,20 +112,20 @@ def _obtain(comp: LockedComponent, art: LockedArtifact, cache: Cache,
             tmp = work / "file"
             shutil.copyfile(src, tmp)
             actual, size = hash_file(tmp)
-            return cache.admit(tmp, expected=art.sha256, actual=actual, what=str(src), size=size,
-                               expected_size=art.size)
+            return cache.admit(
+                tmp, expected=art.sha256, actual=actual, what=str(src), size=size, expected_size=art.size
+            )
         finally:
             shutil.rmtree(work, ignore_errors=True)
-    assert art.url is not None
+    assert art.url is not None  # noqa: S101 - narrows the type
     if comp.kind == "deb":
         return _obtain_deb(comp, art, cache, progress)
     return cache.fetch(art.url, art.sha256, size=art.size, progress=progress)
 
 
-def _obtain_deb(comp: LockedComponent, art: LockedArtifact, cache: Cache,
-                progress: Progress | None) -> Path:
+def _obtain_deb(comp: LockedComponent, art: LockedArtifact, cache: Cache, progress: Progress | None) -> Path:
     """``apt-get download`` the exact package; if apt cannot, download the locked URL."""
-    assert art.sha256 is not None and art.url is not None
+    assert art.sha256 is not None and art.url is not None  # noqa: S101 - narrows the type
     hit = cache.lookup(art.sha256)
     if hit is not None:
         return hit
@@ -141,11 +139,11 @@ def _obtain_deb(comp: LockedComponent, art: LockedArtifact, cache: Cache,
             try:
                 return cache.fetch(art.url, art.sha256, size=art.size, progress=progress)
             except FetchError as url_error:
-                raise FetchError(obj, f"{apt_error.reason}; and from {art.url}: {url_error.reason}"
-                                 ) from None
+                raise FetchError(obj, f"{apt_error.reason}; and from {art.url}: {url_error.reason}") from None
         actual, size = hash_file(deb)
-        path = cache.admit(deb, expected=art.sha256, actual=actual, what=obj, size=size,
-                           expected_size=art.size)
+        path = cache.admit(
+            deb, expected=art.sha256, actual=actual, what=obj, size=size, expected_size=art.size
+        )
         if progress is not None:
             progress(size, size)
         return path
@@ -153,8 +151,9 @@ def _obtain_deb(comp: LockedComponent, art: LockedArtifact, cache: Cache,
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _stage_single(comp: LockedComponent, art: LockedArtifact, local: Path, out_dir: Path, *,
-                  per_artifact: bool) -> list[_extract.Extracted]:
+def _stage_single(
+    comp: LockedComponent, art: LockedArtifact, local: Path, out_dir: Path, *, per_artifact: bool
+) -> list[_extract.Extracted]:
     """A file that is shipped as it is (a plain download, a local file, a wheel)."""
     sel = _extract.Selector(comp.files_map, obj=f"{comp.name}: {art.filename}")
     target = sel.target(art.filename)
@@ -176,27 +175,39 @@ def _check_all_used(comp: LockedComponent) -> None:
     sel.finish()
 
 
-def _stage_project(comp: LockedComponent, art: LockedArtifact, cache: Cache, out_dir: Path
-                   ) -> list[StagedFile]:
+def _stage_project(
+    comp: LockedComponent, art: LockedArtifact, cache: Cache, out_dir: Path
+) -> list[StagedFile]:
     project = comp.resolve_path(str(art.path))
     work = cache.tempdir()
     try:
         wheel = build_project_wheel(project, work)
-        extracted = _stage_single(comp, art.__class__(filename=wheel.name, path=art.path), wheel,
-                                  out_dir, per_artifact=False)
+        extracted = _stage_single(
+            comp, art.__class__(filename=wheel.name, path=art.path), wheel, out_dir, per_artifact=False
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     e = extracted[0]
-    return [StagedFile(
-        path=f"{payload_prefix(comp.name)}/{e.target}", source=e.path, size=e.size, sha256=e.sha256,
-        mode=0o644, component=comp.name, version=comp.version, license=comp.license,
-        upstream_url=project.as_uri(), upstream_sha256=e.sha256,
-    )]
+    return [
+        StagedFile(
+            path=f"{payload_prefix(comp.name)}/{e.target}",
+            source=e.path,
+            size=e.size,
+            sha256=e.sha256,
+            mode=0o644,
+            component=comp.name,
+            version=comp.version,
+            license=comp.license,
+            upstream_url=project.as_uri(),
+            upstream_sha256=e.sha256,
+        )
+    ]
 
 
-def _staged(comp: LockedComponent, art: LockedArtifact, e: _extract.Extracted, upstream_url: str
-            ) -> StagedFile:
-    assert art.sha256 is not None
+def _staged(
+    comp: LockedComponent, art: LockedArtifact, e: _extract.Extracted, upstream_url: str
+) -> StagedFile:
+    assert art.sha256 is not None  # noqa: S101 - narrows the type
     per_wheel = comp.kind == "wheel"
     return StagedFile(
         path=f"{payload_prefix(comp.name)}/{e.target}",
@@ -210,4 +221,3 @@ def _staged(comp: LockedComponent, art: LockedArtifact, e: _extract.Extracted, u
         upstream_url=upstream_url,
         upstream_sha256=art.sha256,
     )
-

@@ -74,9 +74,18 @@ def resolve(package: str, version: str, arch: str, *, obj: str) -> AptPackage:
     if url is None and len(rows) == 1:
         url = rows[0][0]
     if url is None:
-        raise CatalogError(obj, f"apt-get download --print-uris {spec}: {_last_line(uris.stderr or uris.stdout)}")
-    return AptPackage(package=package, version=version, arch=stanza.get("Architecture", arch),
-                      filename=filename.rsplit("/", 1)[-1], url=url, size=size, sha256=sha256)
+        raise CatalogError(
+            obj, f"apt-get download --print-uris {spec}: {_last_line(uris.stderr or uris.stdout)}"
+        )
+    return AptPackage(
+        package=package,
+        version=version,
+        arch=stanza.get("Architecture", arch),
+        filename=filename.rsplit("/", 1)[-1],
+        url=url,
+        size=size,
+        sha256=sha256,
+    )
 
 
 def _first_stanza(text: str, package: str, version: str) -> dict[str, str] | None:

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-import os
 import subprocess
 import tarfile
-import tempfile
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO
 
+from vigil.basics.atomic import atomic_writer
 from vigil.bundle.errors import FetchError
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2", ".tbz2", ".tar.zst", ".tar", ".zip")
@@ -51,7 +50,7 @@ class Selector:
             out: str | None = None
             if key.endswith("/"):
                 if member.startswith(key) and len(member) > len(key):
-                    out = dest + member[len(key):]
+                    out = dest + member[len(key) :]
             elif any(c in key for c in "*?["):
                 if fnmatch.fnmatchcase(member, key):
                     out = dest + member.rsplit("/", 1)[-1]
@@ -60,8 +59,9 @@ class Selector:
             if out is not None:
                 self.used.add(key)
                 if out in self.targets and self.targets[out] != member:
-                    raise FetchError(self.obj, f"members {self.targets[out]!r} and {member!r} both "
-                                               f"map to {out!r}")
+                    raise FetchError(
+                        self.obj, f"members {self.targets[out]!r} and {member!r} both map to {out!r}"
+                    )
                 self.targets[out] = member
                 return out
         return None
@@ -84,27 +84,19 @@ def normalize(name: str, *, obj: str) -> str:
 
 def _write(stream: IO[bytes], dest: Path, *, executable: bool, limit: int) -> tuple[int, str]:
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
     h = hashlib.sha256()
     size = 0
-    try:
-        with os.fdopen(fd, "wb") as out:
-            while chunk := stream.read(1 << 20):
-                size += len(chunk)
-                if size > limit:
-                    raise OSError(f"member longer than its header says ({limit} bytes)")
-                h.update(chunk)
-                out.write(chunk)
-        os.chmod(tmp, 0o755 if executable else 0o644)
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_writer(dest, mode=0o755 if executable else 0o644, fsync=False) as out:
+        while chunk := stream.read(1 << 20):
+            size += len(chunk)
+            if size > limit:
+                raise OSError(f"member longer than its header says ({limit} bytes)")
+            h.update(chunk)
+            out.write(chunk)
     return size, h.hexdigest()
 
 
-def _from_tar(tar: tarfile.TarFile, files: dict[str, str], out_dir: Path, *, obj: str
-              ) -> Iterator[Extracted]:
+def _from_tar(tar: tarfile.TarFile, files: dict[str, str], out_dir: Path, *, obj: str) -> Iterator[Extracted]:
     sel = Selector(files, obj=obj)
     for member in tar:
         name = normalize(member.name, obj=obj)
@@ -129,8 +121,9 @@ def _from_tar(tar: tarfile.TarFile, files: dict[str, str], out_dir: Path, *, obj
     sel.finish()
 
 
-def extract_tar_stream(stream: IO[bytes], files: dict[str, str], out_dir: Path, *, obj: str
-                       ) -> list[Extracted]:
+def extract_tar_stream(
+    stream: IO[bytes], files: dict[str, str], out_dir: Path, *, obj: str
+) -> list[Extracted]:
     try:
         with tarfile.open(fileobj=stream, mode="r|*") as tar:
             return list(_from_tar(tar, files, out_dir, obj=obj))
@@ -138,14 +131,15 @@ def extract_tar_stream(stream: IO[bytes], files: dict[str, str], out_dir: Path, 
         raise FetchError(obj, f"not a readable tar archive: {e}") from None
 
 
-def extract_archive(archive: Path, filename: str, files: dict[str, str], out_dir: Path, *, obj: str
-                    ) -> list[Extracted]:
+def extract_archive(
+    archive: Path, filename: str, files: dict[str, str], out_dir: Path, *, obj: str
+) -> list[Extracted]:
     """Extract the ``files`` members of a tar or zip archive into ``out_dir``."""
     if filename.lower().endswith(".zip"):
         return _extract_zip(archive, files, out_dir, obj=obj)
     if filename.lower().endswith(".tar.zst"):
         proc = subprocess.Popen(["zstd", "-dc", str(archive)], stdout=subprocess.PIPE)
-        assert proc.stdout is not None
+        assert proc.stdout is not None  # noqa: S101 - narrows the type
         try:
             return extract_tar_stream(proc.stdout, files, out_dir, obj=obj)
         finally:
@@ -174,8 +168,9 @@ def _extract_zip(archive: Path, files: dict[str, str], out_dir: Path, *, obj: st
                 exe = bool(unix_mode & 0o111)
                 with zf.open(info) as stream:
                     size, sha = _write(stream, out_dir / target, executable=exe, limit=info.file_size)
-                out.append(Extracted(target=target, path=out_dir / target, size=size, sha256=sha,
-                                     executable=exe))
+                out.append(
+                    Extracted(target=target, path=out_dir / target, size=size, sha256=sha, executable=exe)
+                )
     except zipfile.BadZipFile as e:
         raise FetchError(obj, f"not a readable zip archive: {e}") from None
     sel.finish()
@@ -185,11 +180,12 @@ def _extract_zip(archive: Path, files: dict[str, str], out_dir: Path, *, obj: st
 def extract_deb(deb: Path, files: dict[str, str], out_dir: Path, *, obj: str) -> list[Extracted]:
     """Extract the ``files`` members of a .deb's data archive (``dpkg-deb --fsys-tarfile``)."""
     try:
-        proc = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            ["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
     except FileNotFoundError:
         raise FetchError(obj, "dpkg-deb is not installed") from None
-    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout is not None and proc.stderr is not None  # noqa: S101 - narrows the type
     try:
         result = extract_tar_stream(proc.stdout, files, out_dir, obj=obj)
         proc.stdout.read()  # drain, so dpkg-deb exits cleanly

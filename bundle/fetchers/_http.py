@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
 import tempfile
 import urllib.error
 import urllib.parse
@@ -18,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
+from vigil.basics.atomic import copy_file_atomic
 from vigil.bundle.errors import CatalogError, FetchError
 
 Progress = Callable[[int, "int | None"], None]
@@ -50,7 +50,7 @@ def hash_file(path: Path) -> tuple[str, int]:
 class _HttpsOnlyRedirects(urllib.request.HTTPRedirectHandler):
     """Follow redirects, but never from https to anything that is not https."""
 
-    def redirect_request(  # type: ignore[override]
+    def redirect_request(
         self,
         req: urllib.request.Request,
         fp: IO[bytes],
@@ -78,7 +78,7 @@ def check_url(url: str) -> None:
 def open_url(url: str) -> tuple[IO[bytes], int | None]:
     """Open ``url`` for reading; returns the stream and its announced length, if any."""
     check_url(url)
-    req = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
+    req = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})  # noqa: S310 - check_url allows https only
     try:
         resp = _opener.open(req, timeout=TIMEOUT_S)
     except urllib.error.HTTPError as e:
@@ -134,24 +134,31 @@ class Cache:
         self.dir.mkdir(parents=True, exist_ok=True)
         return Path(tempfile.mkdtemp(prefix=".work-", dir=self.root))
 
-    def admit(self, tmp: Path, *, expected: str, actual: str, what: str, size: int | None = None,
-              expected_size: int | None = None) -> Path:
+    def admit(
+        self,
+        tmp: Path,
+        *,
+        expected: str,
+        actual: str,
+        what: str,
+        size: int | None = None,
+        expected_size: int | None = None,
+    ) -> Path:
         """Move ``tmp`` into the cache if its hash (and size, when known) matched; else remove it."""
         if expected_size is not None and size is not None and size != expected_size:
             tmp.unlink(missing_ok=True)
             raise FetchError(what, f"size mismatch: expected {expected_size} bytes, got {size}")
         if actual != expected:
             tmp.unlink(missing_ok=True)
-            raise FetchError(
-                what, f"sha256 mismatch: expected {short(expected)}…, got {short(actual)}…"
-            )
+            raise FetchError(what, f"sha256 mismatch: expected {short(expected)}…, got {short(actual)}…")
         dest = self.path(expected)
         os.chmod(tmp, 0o644)
         os.replace(tmp, dest)
         return dest
 
-    def fetch(self, url: str, sha256: str, *, size: int | None = None,
-              progress: Progress | None = None) -> Path:
+    def fetch(
+        self, url: str, sha256: str, *, size: int | None = None, progress: Progress | None = None
+    ) -> Path:
         """The verified bytes of ``url`` in the cache, downloading them if needed.
 
         A mismatch raises :class:`FetchError` naming the URL and both digests, and leaves
@@ -188,8 +195,7 @@ class Cache:
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-        return self.admit(tmp, expected=sha256, actual=h.hexdigest(), what=url,
-                          size=done, expected_size=size)
+        return self.admit(tmp, expected=sha256, actual=h.hexdigest(), what=url, size=done, expected_size=size)
 
 
 def _chunks(stream: IO[bytes], url: str) -> Iterator[bytes]:
@@ -206,15 +212,7 @@ def _chunks(stream: IO[bytes], url: str) -> Iterator[bytes]:
 def copy_file(src: Path, dest: Path, *, mode: int) -> None:
     """Copy ``src`` to ``dest`` through a temporary name, then rename."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
-    try:
-        with os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
-            shutil.copyfileobj(inp, out, CHUNK)
-        os.chmod(name, mode)
-        os.replace(name, dest)
-    except BaseException:
-        Path(name).unlink(missing_ok=True)
-        raise
+    copy_file_atomic(src, dest, mode=mode)
 
 
 # --- upstream checksum files -------------------------------------------------------------------
@@ -236,8 +234,11 @@ def sha256_from_checksum_file(text: str, basename: str, *, source: str) -> str:
         for stanza in re.split(r"\n\s*\n", text):
             fields = dict(
                 (k.strip(), v.strip())
-                for k, _, v in (line.partition(":") for line in stanza.splitlines() if ":" in line
-                                and not line.startswith((" ", "\t")))
+                for k, _, v in (
+                    line.partition(":")
+                    for line in stanza.splitlines()
+                    if ":" in line and not line.startswith((" ", "\t"))
+                )
             )
             if fields.get("Filename", "").rsplit("/", 1)[-1] == basename and "SHA256" in fields:
                 found.add(fields["SHA256"].lower())

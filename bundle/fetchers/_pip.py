@@ -27,8 +27,14 @@ from typing import Any
 from vigil.bundle.errors import CatalogError
 
 DEFAULT_INDEX = "https://pypi.org/simple"
-_KEEP_ENV = ("PIP_CERT", "PIP_CLIENT_CERT", "PIP_DEFAULT_TIMEOUT", "PIP_DISABLE_PIP_VERSION_CHECK",
-             "PIP_TRUSTED_HOST", "PIP_PROXY")
+_KEEP_ENV = (
+    "PIP_CERT",
+    "PIP_CLIENT_CERT",
+    "PIP_DEFAULT_TIMEOUT",
+    "PIP_DISABLE_PIP_VERSION_CHECK",
+    "PIP_TRUSTED_HOST",
+    "PIP_PROXY",
+)
 
 
 @dataclass(frozen=True)
@@ -71,8 +77,9 @@ def pyproject_version(pyproject: Path, *, obj: str) -> str:
     return version
 
 
-def resolve(requirements: list[str], *, python_version: str, platforms: list[str],
-            index_url: str, obj: str) -> list[ResolvedWheel]:
+def resolve(
+    requirements: list[str], *, python_version: str, platforms: list[str], index_url: str, obj: str
+) -> list[ResolvedWheel]:
     """Every wheel (the requirements and their dependencies) pip would install on the target."""
     if not requirements:
         raise CatalogError(obj, "no requirements to resolve")
@@ -80,11 +87,27 @@ def resolve(requirements: list[str], *, python_version: str, platforms: list[str
     with tempfile.TemporaryDirectory(prefix="vigil-pip-") as tmp:
         report = Path(tmp) / "report.json"
         argv = [
-            sys.executable, "-m", "pip", "install", "--dry-run", "--quiet",
-            "--ignore-installed", "--only-binary=:all:", "--no-cache-dir",
-            "--target", str(Path(tmp) / "target"),
-            "--python-version", python_version, "--implementation", "cp", "--abi", abi,
-            "--index-url", index_url, "--report", str(report),
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--quiet",
+            "--ignore-installed",
+            "--only-binary=:all:",
+            "--no-cache-dir",
+            "--target",
+            str(Path(tmp) / "target"),
+            "--python-version",
+            python_version,
+            "--implementation",
+            "cp",
+            "--abi",
+            abi,
+            "--index-url",
+            index_url,
+            "--report",
+            str(report),
         ]
         for platform in platforms:
             argv += ["--platform", platform]
@@ -93,8 +116,9 @@ def resolve(requirements: list[str], *, python_version: str, platforms: list[str
         if res.returncode != 0 or not report.exists():
             lines = [ln for ln in (res.stderr or res.stdout).splitlines() if ln.strip()]
             reason = next((ln.strip() for ln in lines if "ERROR" in ln), lines[-1] if lines else "failed")
-            raise CatalogError(obj, f"pip could not resolve for python {python_version} "
-                                    f"{','.join(platforms)}: {reason}")
+            raise CatalogError(
+                obj, f"pip could not resolve for python {python_version} {','.join(platforms)}: {reason}"
+            )
         data = json.loads(report.read_text(encoding="utf-8"))
     wheels = [_wheel(item, obj=obj) for item in data.get("install", [])]
     return sorted(wheels, key=lambda w: w.filename)
@@ -116,8 +140,14 @@ def _wheel(item: dict[str, Any], *, obj: str) -> ResolvedWheel:
     filename = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
     if not filename.endswith(".whl"):
         raise CatalogError(obj, f"pip resolved {name} to {filename}, not a wheel")
-    return ResolvedWheel(name=name, version=str(meta.get("version", "?")), filename=filename,
-                         url=url, sha256=sha256.lower(), license=wheel_license(meta))
+    return ResolvedWheel(
+        name=name,
+        version=str(meta.get("version", "?")),
+        filename=filename,
+        url=url,
+        sha256=sha256.lower(),
+        license=wheel_license(meta),
+    )
 
 
 # Trove classifiers that name one SPDX licence without doubt; anything else is NOASSERTION.
@@ -129,8 +159,7 @@ _CLASSIFIERS = {
     "License :: OSI Approved :: Python Software Foundation License": "PSF-2.0",
     "License :: OSI Approved :: GNU General Public License v3 or later (GPLv3+)": "GPL-3.0-or-later",
     "License :: OSI Approved :: GNU General Public License v3 (GPLv3)": "GPL-3.0-only",
-    "License :: OSI Approved :: GNU Lesser General Public License v3 or later (LGPLv3+)":
-        "LGPL-3.0-or-later",
+    "License :: OSI Approved :: GNU Lesser General Public License v3 or later (LGPLv3+)": "LGPL-3.0-or-later",
     "License :: OSI Approved :: Zope Public License": "ZPL-2.1",
 }
 

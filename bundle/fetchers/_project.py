@@ -9,11 +9,21 @@ import sys
 import tempfile
 from pathlib import Path
 
+from vigil.basics.atomic import copy_file_atomic
 from vigil.bundle.errors import FetchError
 from vigil.bundle.fetchers._pip import DEFAULT_INDEX, clean_pip_env
 
-_SKIP = {".git", ".venv", "build", "dist", "__pycache__", ".pytest_cache", ".mypy_cache",
-         ".ruff_cache", ".cache"}
+_SKIP = {
+    ".git",
+    ".venv",
+    "build",
+    "dist",
+    "__pycache__",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".cache",
+}
 DEFAULT_EPOCH = 315532800  # 1980-01-01, the earliest time a zip file can hold
 
 
@@ -22,7 +32,8 @@ def _source_files(project: Path) -> list[Path]:
     if (project / ".git").exists() and shutil.which("git"):
         res = subprocess.run(
             ["git", "-C", str(project), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            capture_output=True, check=False,
+            capture_output=True,
+            check=False,
         )
         if res.returncode == 0:
             names = sorted({n for n in res.stdout.decode().split("\0") if n})
@@ -41,8 +52,12 @@ def _epoch(project: Path) -> str:
     if value:
         return value
     if (project / ".git").exists() and shutil.which("git"):
-        res = subprocess.run(["git", "-C", str(project), "log", "-1", "--format=%ct"],
-                             capture_output=True, text=True, check=False)
+        res = subprocess.run(
+            ["git", "-C", str(project), "log", "-1", "--format=%ct"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if res.returncode == 0 and res.stdout.strip().isdigit():
             return str(max(int(res.stdout.strip()), DEFAULT_EPOCH))
     return str(DEFAULT_EPOCH)
@@ -75,26 +90,46 @@ def build_project_wheel(project_dir: Path, out_dir: Path) -> Path:
             shutil.copyfile(project / rel, dest)
             os.chmod(dest, 0o755 if os.access(project / rel, os.X_OK) else 0o644)
         wheels = Path(tmp) / "wheels"
-        base = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--no-cache-dir",
-                "-w", str(wheels)]
-        res = subprocess.run([*base, "--no-build-isolation", "--no-index", str(src)], env=env,
-                             capture_output=True, text=True, check=False)
+        base = [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--quiet",
+            "--no-cache-dir",
+            "-w",
+            str(wheels),
+        ]
+        res = subprocess.run(
+            [*base, "--no-build-isolation", "--no-index", str(src)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if res.returncode != 0 and "bdist_wheel" in (res.stdout + res.stderr):
-            res = subprocess.run([*base, "--index-url", DEFAULT_INDEX, str(src)], env=env,
-                                 capture_output=True, text=True, check=False)
+            res = subprocess.run(
+                [*base, "--index-url", DEFAULT_INDEX, str(src)],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             if res.returncode != 0:
-                raise FetchError(str(project), "this environment cannot build wheels offline "
-                                 "(install setuptools>=70.1 or wheel into it) and the isolated "
-                                 f"build failed: {_reason(res)}")
+                raise FetchError(
+                    str(project),
+                    "this environment cannot build wheels offline "
+                    "(install setuptools>=70.1 or wheel into it) and the isolated "
+                    f"build failed: {_reason(res)}",
+                )
         if res.returncode != 0:
             raise FetchError(str(project), f"wheel build failed: {_reason(res)}")
         built = sorted(wheels.glob("*.whl"))
         if len(built) != 1:
             raise FetchError(str(project), f"expected one wheel, the build made {len(built)}")
         final = out_dir / built[0].name
-        tmp_final = out_dir / f".{built[0].name}.tmp"
-        shutil.copyfile(built[0], tmp_final)
-        os.replace(tmp_final, final)
+        copy_file_atomic(built[0], final)
     return final
 
 

@@ -25,29 +25,57 @@ def parser() -> argparse.ArgumentParser:
         "an injected fault.",
     )
     ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    ap.add_argument("-a", "--address", default=":9400",
-                    help="[host]:port to listen on, as dcgm-exporter's --address (default: %(default)s)")
-    ap.add_argument("-H", "--hpc-job-mapping-dir", default=DEFAULT_JOBMAP_DIR, metavar="DIR",
-                    help="job map dir: a file per GPU index, one job id per line (default: %(default)s)")
-    ap.add_argument("--faults-file", default=_faults.DEFAULT_STATE, metavar="FILE",
-                    help="fault state file, re-read at every scrape (default: %(default)s)")
+    ap.add_argument(
+        "-a",
+        "--address",
+        default=":9400",
+        help="[host]:port to listen on, as dcgm-exporter's --address (default: %(default)s)",
+    )
+    ap.add_argument(
+        "-H",
+        "--hpc-job-mapping-dir",
+        default=DEFAULT_JOBMAP_DIR,
+        metavar="DIR",
+        help="job map dir: a file per GPU index, one job id per line (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--faults-file",
+        default=_faults.DEFAULT_STATE,
+        metavar="FILE",
+        help="fault state file, re-read at every scrape (default: %(default)s)",
+    )
     ap.add_argument("--gpus", type=int, default=4, help="number of GPUs (default: %(default)s)")
     ap.add_argument("--model", default="NVIDIA H100 80GB HBM3", help="modelName label (default: %(default)s)")
     ap.add_argument("--hostname", help="Hostname label (default: this host's name)")
     ap.add_argument("--driver-version", default="550.90.07", help="DCGM_FI_DRIVER_VERSION label")
-    ap.add_argument("--busy-power", type=float, default=350.0, metavar="W",
-                    help="power of an allocated GPU in watts (default: %(default)s)")
-    ap.add_argument("--idle-power", type=float, default=60.0, metavar="W",
-                    help="power of an idle GPU in watts (default: %(default)s)")
-    ap.add_argument("--power-noise", type=float, default=10.0, metavar="W",
-                    help="busy power varies uniformly within +/- W, drawn once per scrape interval "
-                    "(default: %(default)s; 0 for none)")
+    ap.add_argument(
+        "--busy-power",
+        type=float,
+        default=350.0,
+        metavar="W",
+        help="power of an allocated GPU in watts (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--idle-power",
+        type=float,
+        default=60.0,
+        metavar="W",
+        help="power of an idle GPU in watts (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--power-noise",
+        type=float,
+        default=10.0,
+        metavar="W",
+        help="busy power varies uniformly within +/- W, drawn once per scrape interval "
+        "(default: %(default)s; 0 for none)",
+    )
     ap.add_argument("--seed", type=int, help="seed the noise for a reproducible run")
     ap.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return ap
 
 
-def _listen(address: str) -> tuple:
+def _listen(address: str) -> tuple[str, int]:
     host, _, port = address.rpartition(":")
     if not port.isdigit():
         raise SystemExit(f"FAIL: --address {address!r}: expected [host]:port")
@@ -61,17 +89,32 @@ def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     setup_logging(a.verbose)
     try:
-        cfg = SimConfig(hostname=a.hostname, gpus=a.gpus, model=a.model, driver_version=a.driver_version,
-                        busy_power_w=a.busy_power, idle_power_w=a.idle_power, power_noise_w=a.power_noise,
-                        seed=a.seed, jobmap_dir=a.hpc_job_mapping_dir, faults_file=a.faults_file)
+        cfg = SimConfig(
+            hostname=a.hostname,
+            gpus=a.gpus,
+            model=a.model,
+            driver_version=a.driver_version,
+            busy_power_w=a.busy_power,
+            idle_power_w=a.idle_power,
+            power_noise_w=a.power_noise,
+            seed=a.seed,
+            jobmap_dir=a.hpc_job_mapping_dir,
+            faults_file=a.faults_file,
+        )
     except ValueError as e:
         print(f"FAIL: vigil-gpusim: {e}", file=sys.stderr)
         return 2
     sim = GpuSimulator(cfg)
     sim.update()
     server = make_server(_listen(a.address), sim.scrape, title="vigil GPU simulator")
-    log.info("serving %d simulated GPUs of %s on %s, job map %s, faults %s", cfg.gpus, cfg.hostname,
-             a.address, cfg.jobmap_dir, cfg.faults_file)
+    log.info(
+        "serving %d simulated GPUs of %s on %s, job map %s, faults %s",
+        cfg.gpus,
+        cfg.hostname,
+        a.address,
+        cfg.jobmap_dir,
+        cfg.faults_file,
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:

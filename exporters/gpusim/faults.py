@@ -18,6 +18,7 @@ Edits are made under an exclusive lock (``FILE.lock``) and written atomically (t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import json
 import os
@@ -91,8 +92,9 @@ def load(path: str) -> dict[str, dict[str, dict[str, float]]]:
         return {}
 
 
-def apply(doc: dict[str, Any], kind: str, gpu: str, *, clear: bool,
-          params: dict[str, float] | None = None) -> dict[str, Any]:
+def apply(
+    doc: dict[str, Any], kind: str, gpu: str, *, clear: bool, params: dict[str, float] | None = None
+) -> dict[str, Any]:
     """DOC with KIND set on (or cleared from) GPU. Raises FaultError for an unknown kind or GPU."""
     if kind not in KINDS:
         raise FaultError(f"unknown fault {kind!r} (known: {', '.join(KINDS)})")
@@ -115,8 +117,9 @@ def apply(doc: dict[str, Any], kind: str, gpu: str, *, clear: bool,
     return doc
 
 
-def edit(path: str, kind: str, gpu: str, *, clear: bool, params: dict[str, float] | None = None
-         ) -> dict[str, Any]:
+def edit(
+    path: str, kind: str, gpu: str, *, clear: bool, params: dict[str, float] | None = None
+) -> dict[str, Any]:
     """Set or clear one fault in the state file at PATH, under its lock; returns the new document."""
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
@@ -138,10 +141,8 @@ def edit(path: str, kind: str, gpu: str, *, clear: bool, params: dict[str, float
             os.chmod(tmp, 0o644)
             os.replace(tmp, path)
         except BaseException:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(tmp)
-            except OSError:
-                pass
             raise
     return doc
 

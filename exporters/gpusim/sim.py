@@ -93,7 +93,7 @@ class _Gpu:
         self.pci_bus_id = f"00000000:{0x18 + 0x10 * index:02X}:00.0"
         self.device = f"nvidia{index}"
         seed = f"{cfg.seed}/{cfg.hostname}/{index}" if cfg.seed is not None else None
-        self.rng = random.Random(seed)
+        self.rng = random.Random(seed)  # noqa: S311 - simulated noise, not a secret
         # counters
         self.energy_mj = 0.0
         self.sbe = 0.0
@@ -138,8 +138,9 @@ class _Gpu:
             self.nvlink_crc_data += crc["rate"] * dt / 4.0
         self.nvlink_bw += self.nvlink_bw_rate * dt
 
-    def advance(self, t: float, jobs: list[str], mig_busy: bool, active: dict[str, dict[str, float]],
-                cfg: SimConfig) -> None:
+    def advance(
+        self, t: float, jobs: list[str], mig_busy: bool, active: dict[str, dict[str, float]], cfg: SimConfig
+    ) -> None:
         """Step 3: the state for the interval starting at T."""
         for kind in list(self.onset):
             if kind not in active:
@@ -189,7 +190,9 @@ class _Gpu:
             self.temp = int(min(THERMAL_MAX_C, self.temp + ramp))
             self.mem_temp = max(self.mem_temp, self.temp + 4)
             if self.temp >= THERMAL_THROTTLE_C:
-                self.throttle = (self.throttle & ~THROTTLE_GPU_IDLE) | THROTTLE_SW_THERMAL | THROTTLE_HW_THERMAL
+                self.throttle = (
+                    (self.throttle & ~THROTTLE_GPU_IDLE) | THROTTLE_SW_THERMAL | THROTTLE_HW_THERMAL
+                )
                 self.sm_clock = min(self.sm_clock, 1200)
         xid = active.get("xid")
         self.xid = int(xid["code"]) if xid else 0
@@ -246,11 +249,19 @@ class GpuSimulator:
         cfg = self.cfg
         per_gpu: list[tuple[_Gpu, list[tuple[tuple[str, str], ...]]]] = []
         for g in self._gpus:
-            base = (("gpu", str(g.index)), ("UUID", g.uuid), ("pci_bus_id", g.pci_bus_id),
-                    ("device", g.device), ("modelName", cfg.model), ("Hostname", cfg.hostname),
-                    (DRIVER_LABEL, cfg.driver_version))
+            base = (
+                ("gpu", str(g.index)),
+                ("UUID", g.uuid),
+                ("pci_bus_id", g.pci_bus_id),
+                ("device", g.device),
+                ("modelName", cfg.model),
+                ("Hostname", cfg.hostname),
+                (DRIVER_LABEL, cfg.driver_version),
+            )
             lines = self._jobs.get(str(g.index), [])
-            label_sets = [base + ((JOB_LABEL, job),) for job in lines] if lines else [base]
+            label_sets: list[tuple[tuple[str, str], ...]] = (
+                [(*base, (JOB_LABEL, job)) for job in lines] if lines else [base]
+            )
             per_gpu.append((g, label_sets))
         usable = cfg.fb_total_mib - cfg.fb_reserved_mib
         values: dict[str, Callable[[_Gpu], float]] = {
@@ -288,7 +299,7 @@ class GpuSimulator:
             get = values[f.name]
             for g, label_sets in per_gpu:
                 v = get(g)
-                text = "%f" % v if f.is_double else "%d" % int(v)
+                text = f"{v:f}" if f.is_double else str(int(v))
                 for labels in label_sets:
                     fam.add_raw(labels, text)
             out.append(fam)

@@ -24,10 +24,19 @@ def parser() -> argparse.ArgumentParser:
         "log line; the exporter itself keeps serving.",
     )
     ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    ap.add_argument("--listen-address", default=f":{DEFAULT_PORT}", metavar="[HOST]:PORT",
-                    help="where to serve /metrics (default: %(default)s)")
-    ap.add_argument("--command-timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
-                    help="kill a Slurm command that runs longer (default: %(default)s)")
+    ap.add_argument(
+        "--listen-address",
+        default=f":{DEFAULT_PORT}",
+        metavar="[HOST]:PORT",
+        help="where to serve /metrics (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--command-timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help="kill a Slurm command that runs longer (default: %(default)s)",
+    )
     ap.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return ap
 

@@ -20,52 +20,131 @@ DEFAULT_TIMEOUT = 10.0
 #: sdiag key -> (metric, type, help, scale)
 _SDIAG_METRICS = (
     ("server_threads", "slurm_scheduler_threads", "gauge", "slurmctld server threads (sdiag).", 1.0),
-    ("agent_queue_size", "slurm_scheduler_agent_queue_size", "gauge",
-     "Outgoing RPCs queued in slurmctld's agent (sdiag).", 1.0),
-    ("dbd_agent_queue_size", "slurm_scheduler_dbd_agent_queue_size", "gauge",
-     "Messages queued for slurmdbd (sdiag).", 1.0),
-    ("jobs_submitted", "slurm_scheduler_jobs_submitted_total", "counter",
-     "Jobs submitted since the statistics were last reset (sdiag; resets at midnight UTC).", 1.0),
+    (
+        "agent_queue_size",
+        "slurm_scheduler_agent_queue_size",
+        "gauge",
+        "Outgoing RPCs queued in slurmctld's agent (sdiag).",
+        1.0,
+    ),
+    (
+        "dbd_agent_queue_size",
+        "slurm_scheduler_dbd_agent_queue_size",
+        "gauge",
+        "Messages queued for slurmdbd (sdiag).",
+        1.0,
+    ),
+    (
+        "jobs_submitted",
+        "slurm_scheduler_jobs_submitted_total",
+        "counter",
+        "Jobs submitted since the statistics were last reset (sdiag; resets at midnight UTC).",
+        1.0,
+    ),
     ("jobs_started", "slurm_scheduler_jobs_started_total", "counter", "Jobs started (sdiag).", 1.0),
     ("jobs_completed", "slurm_scheduler_jobs_completed_total", "counter", "Jobs completed (sdiag).", 1.0),
     ("jobs_canceled", "slurm_scheduler_jobs_canceled_total", "counter", "Jobs canceled (sdiag).", 1.0),
     ("jobs_failed", "slurm_scheduler_jobs_failed_total", "counter", "Jobs failed (sdiag).", 1.0),
-    ("main_last_cycle_us", "slurm_scheduler_last_cycle_seconds", "gauge",
-     "Duration of the main scheduler's last cycle (sdiag).", 1e-6),
-    ("main_max_cycle_us", "slurm_scheduler_max_cycle_seconds", "gauge",
-     "Longest main scheduler cycle since the statistics were reset (sdiag).", 1e-6),
-    ("main_mean_cycle_us", "slurm_scheduler_mean_cycle_seconds", "gauge",
-     "Mean main scheduler cycle (sdiag).", 1e-6),
+    (
+        "main_last_cycle_us",
+        "slurm_scheduler_last_cycle_seconds",
+        "gauge",
+        "Duration of the main scheduler's last cycle (sdiag).",
+        1e-6,
+    ),
+    (
+        "main_max_cycle_us",
+        "slurm_scheduler_max_cycle_seconds",
+        "gauge",
+        "Longest main scheduler cycle since the statistics were reset (sdiag).",
+        1e-6,
+    ),
+    (
+        "main_mean_cycle_us",
+        "slurm_scheduler_mean_cycle_seconds",
+        "gauge",
+        "Mean main scheduler cycle (sdiag).",
+        1e-6,
+    ),
     ("main_cycles", "slurm_scheduler_cycles_total", "counter", "Main scheduler cycles (sdiag).", 1.0),
-    ("main_cycles_per_minute", "slurm_scheduler_cycles_per_minute", "gauge",
-     "Main scheduler cycles per minute (sdiag).", 1.0),
-    ("main_mean_depth", "slurm_scheduler_mean_depth", "gauge",
-     "Mean jobs examined per main scheduler cycle (sdiag).", 1.0),
-    ("main_last_queue_length", "slurm_scheduler_queue_length", "gauge",
-     "Jobs in the main scheduler's queue at its last cycle (sdiag).", 1.0),
-    ("backfill_last_cycle_us", "slurm_backfill_last_cycle_seconds", "gauge",
-     "Duration of the backfill scheduler's last cycle (sdiag).", 1e-6),
-    ("backfill_max_cycle_us", "slurm_backfill_max_cycle_seconds", "gauge",
-     "Longest backfill cycle since the statistics were reset (sdiag).", 1e-6),
-    ("backfill_mean_cycle_us", "slurm_backfill_mean_cycle_seconds", "gauge",
-     "Mean backfill cycle (sdiag).", 1e-6),
+    (
+        "main_cycles_per_minute",
+        "slurm_scheduler_cycles_per_minute",
+        "gauge",
+        "Main scheduler cycles per minute (sdiag).",
+        1.0,
+    ),
+    (
+        "main_mean_depth",
+        "slurm_scheduler_mean_depth",
+        "gauge",
+        "Mean jobs examined per main scheduler cycle (sdiag).",
+        1.0,
+    ),
+    (
+        "main_last_queue_length",
+        "slurm_scheduler_queue_length",
+        "gauge",
+        "Jobs in the main scheduler's queue at its last cycle (sdiag).",
+        1.0,
+    ),
+    (
+        "backfill_last_cycle_us",
+        "slurm_backfill_last_cycle_seconds",
+        "gauge",
+        "Duration of the backfill scheduler's last cycle (sdiag).",
+        1e-6,
+    ),
+    (
+        "backfill_max_cycle_us",
+        "slurm_backfill_max_cycle_seconds",
+        "gauge",
+        "Longest backfill cycle since the statistics were reset (sdiag).",
+        1e-6,
+    ),
+    (
+        "backfill_mean_cycle_us",
+        "slurm_backfill_mean_cycle_seconds",
+        "gauge",
+        "Mean backfill cycle (sdiag).",
+        1e-6,
+    ),
     ("backfill_cycles", "slurm_backfill_cycles_total", "counter", "Backfill scheduler cycles (sdiag).", 1.0),
-    ("backfill_jobs_since_start", "slurm_backfill_jobs_total", "counter",
-     "Jobs started by the backfill scheduler since slurmctld started (sdiag).", 1.0),
-    ("backfill_last_depth", "slurm_backfill_last_depth", "gauge",
-     "Jobs examined by the last backfill cycle (sdiag).", 1.0),
-    ("backfill_last_queue_length", "slurm_backfill_queue_length", "gauge",
-     "Jobs in the backfill queue at its last cycle (sdiag).", 1.0),
+    (
+        "backfill_jobs_since_start",
+        "slurm_backfill_jobs_total",
+        "counter",
+        "Jobs started by the backfill scheduler since slurmctld started (sdiag).",
+        1.0,
+    ),
+    (
+        "backfill_last_depth",
+        "slurm_backfill_last_depth",
+        "gauge",
+        "Jobs examined by the last backfill cycle (sdiag).",
+        1.0,
+    ),
+    (
+        "backfill_last_queue_length",
+        "slurm_backfill_queue_length",
+        "gauge",
+        "Jobs in the backfill queue at its last cycle (sdiag).",
+        1.0,
+    ),
 )
 
 
 class SlurmCollector:
     """Scrapes Slurm. Concurrent scrapes are serialised: each one is its own consistent snapshot."""
 
-    def __init__(self, *, timeout: float = DEFAULT_TIMEOUT,
-                 commands: Mapping[str, Sequence[str]] | None = None,
-                 env: Mapping[str, str] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        commands: Mapping[str, Sequence[str]] | None = None,
+        env: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.timeout = timeout
         self.commands: dict[str, list[str]] = {k: list(v) for k, v in (commands or _cmd.COMMANDS).items()}
         self.env = env
@@ -92,8 +171,11 @@ class SlurmCollector:
             jobs = parse_squeue(sq.stdout)
             if jobs.bad_lines:
                 log.warning("squeue: %d of %d lines not understood", jobs.bad_lines, jobs.lines)
-            f = Family("slurm_jobs", "gauge",
-                       "Jobs (array tasks counted one by one) by state, account and partition (squeue).")
+            f = Family(
+                "slurm_jobs",
+                "gauge",
+                "Jobs (array tasks counted one by one) by state, account and partition (squeue).",
+            )
             for (state, account, partition), n in sorted(jobs.by_state.items()):
                 f.add((("state", state), ("account", account), ("partition", partition)), n)
             fams.append(f)
@@ -115,37 +197,51 @@ class SlurmCollector:
             if bad:
                 log.warning("sinfo: %d lines not understood", bad)
             by_state: dict[str, int] = {}
-            for n in nodes.values():
-                by_state[n.state] = by_state.get(n.state, 0) + 1
+            for node in nodes.values():
+                by_state[node.state] = by_state.get(node.state, 0) + 1
             f = Family("slurm_nodes", "gauge", "Nodes by state (sinfo; flags such as `*` dropped).")
             for st, count in sorted(by_state.items()):
                 f.add((("state", st),), count)
             fams.append(f)
-            f = Family("slurm_node_state", "gauge",
-                       "1 for each node, with its state and the flags sinfo appends (* not responding, ...).")
-            for n in sorted(nodes.values()):
-                f.add((("node", n.name), ("state", n.state), ("flags", n.flags),
-                       ("partitions", ",".join(n.partitions))), 1)
+            f = Family(
+                "slurm_node_state",
+                "gauge",
+                "1 for each node, with its state and the flags sinfo appends (* not responding, ...).",
+            )
+            for node in sorted(nodes.values()):
+                f.add(
+                    (
+                        ("node", node.name),
+                        ("state", node.state),
+                        ("flags", node.flags),
+                        ("partitions", ",".join(node.partitions)),
+                    ),
+                    1,
+                )
             fams.append(f)
             cpu = {"allocated": 0, "idle": 0, "other": 0}
             gpu = {"allocated": 0, "idle": 0}
             cpus_total = gpus_total = 0
             nc = Family("slurm_node_cpus", "gauge", "CPUs of each node by state (sinfo).")
             ng = Family("slurm_node_gpus", "gauge", "GPUs of each node by state (sinfo Gres/GresUsed).")
-            for n in sorted(nodes.values()):
-                cpu["allocated"] += n.cpus_alloc
-                cpu["idle"] += n.cpus_idle
-                cpu["other"] += n.cpus_other
-                cpus_total += n.cpus_total
-                g_idle = max(0, n.gpus_total - n.gpus_alloc)
-                gpu["allocated"] += n.gpus_alloc
+            for node in sorted(nodes.values()):
+                cpu["allocated"] += node.cpus_alloc
+                cpu["idle"] += node.cpus_idle
+                cpu["other"] += node.cpus_other
+                cpus_total += node.cpus_total
+                g_idle = max(0, node.gpus_total - node.gpus_alloc)
+                gpu["allocated"] += node.gpus_alloc
                 gpu["idle"] += g_idle
-                gpus_total += n.gpus_total
-                for st, v in (("allocated", n.cpus_alloc), ("idle", n.cpus_idle), ("other", n.cpus_other)):
-                    nc.add((("node", n.name), ("state", st)), v)
-                if n.gpus_total:
-                    ng.add((("node", n.name), ("state", "allocated")), n.gpus_alloc)
-                    ng.add((("node", n.name), ("state", "idle")), g_idle)
+                gpus_total += node.gpus_total
+                for st, v in (
+                    ("allocated", node.cpus_alloc),
+                    ("idle", node.cpus_idle),
+                    ("other", node.cpus_other),
+                ):
+                    nc.add((("node", node.name), ("state", st)), v)
+                if node.gpus_total:
+                    ng.add((("node", node.name), ("state", "allocated")), node.gpus_alloc)
+                    ng.add((("node", node.name), ("state", "idle")), g_idle)
             f = Family("slurm_cpus", "gauge", "CPUs in the cluster by state (sinfo).")
             for st, v in cpu.items():
                 f.add((("state", st),), v)
@@ -168,20 +264,33 @@ class SlurmCollector:
         return fams
 
     def _self_metrics(self, results: Mapping[str, _cmd.Result], seconds: float) -> list[Family]:
-        up = Family("slurm_up", "gauge", "1 when the Slurm command answered in this scrape, 0 when it "
-                                         "failed or timed out.")
-        dur = Family("slurm_exporter_command_duration_seconds", "gauge",
-                     "How long each Slurm command took in this scrape.")
+        up = Family(
+            "slurm_up",
+            "gauge",
+            "1 when the Slurm command answered in this scrape, 0 when it failed or timed out.",
+        )
+        dur = Family(
+            "slurm_exporter_command_duration_seconds",
+            "gauge",
+            "How long each Slurm command took in this scrape.",
+        )
         for name in self.commands:
             r = results[name]
             up.add((("command", name),), 1 if r.ok else 0)
             dur.add((("command", name),), round(r.seconds, 6))
-        err = Family("slurm_exporter_scrape_errors_total", "counter",
-                     "Slurm commands that failed or timed out, since the exporter started.")
+        err = Family(
+            "slurm_exporter_scrape_errors_total",
+            "counter",
+            "Slurm commands that failed or timed out, since the exporter started.",
+        )
         for name in self.commands:
             err.add((("command", name),), self.errors.get(name, 0))
-        return [up, dur, err, _one("slurm_exporter_scrape_duration_seconds",
-                                   "How long this scrape took.", round(seconds, 6))]
+        return [
+            up,
+            dur,
+            err,
+            _one("slurm_exporter_scrape_duration_seconds", "How long this scrape took.", round(seconds, 6)),
+        ]
 
 
 def _one(name: str, help_: str, value: float) -> Family:

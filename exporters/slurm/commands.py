@@ -7,6 +7,7 @@ a one-line ``error``; nothing here raises for a Slurm problem.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -41,18 +42,20 @@ def run(name: str, argv: Sequence[str], *, timeout: float, env: Mapping[str, str
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
-            list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-            start_new_session=True, env=dict(env) if env is not None else None,
+            list(argv),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=dict(env) if env is not None else None,
         )
     except OSError as e:
         return Result(name, False, "", f"cannot run {argv[0]}: {e.strerror or e}", time.monotonic() - start)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        try:
+        with contextlib.suppress(OSError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
         proc.communicate()
         return Result(name, False, "", f"timed out after {timeout:g}s", time.monotonic() - start)
     secs = time.monotonic() - start
@@ -63,8 +66,9 @@ def run(name: str, argv: Sequence[str], *, timeout: float, env: Mapping[str, str
     return Result(name, True, out.decode("utf-8", "replace"), "", secs)
 
 
-def run_all(commands: Mapping[str, Sequence[str]], *, timeout: float,
-            env: Mapping[str, str] | None = None) -> dict[str, Result]:
+def run_all(
+    commands: Mapping[str, Sequence[str]], *, timeout: float, env: Mapping[str, str] | None = None
+) -> dict[str, Result]:
     """Run every command at once (one thread each) and wait for all: one snapshot."""
     results: dict[str, Result] = {}
     lock = threading.Lock()
@@ -74,8 +78,9 @@ def run_all(commands: Mapping[str, Sequence[str]], *, timeout: float,
         with lock:
             results[name] = r
 
-    threads = [threading.Thread(target=one, args=(n, a), name=f"slurm-{n}", daemon=True)
-               for n, a in commands.items()]
+    threads = [
+        threading.Thread(target=one, args=(n, a), name=f"slurm-{n}", daemon=True) for n, a in commands.items()
+    ]
     for t in threads:
         t.start()
     for t in threads:

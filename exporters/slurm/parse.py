@@ -21,7 +21,9 @@ def gpu_count(gres: str) -> int:
 
 def _split_gres(gres: str) -> list[str]:
     """Split on commas outside parentheses (``gpu:2(IDX:0,2)`` is one item)."""
-    items, depth, cur = [], 0, []
+    items: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in gres:
         if ch == "(":
             depth += 1
@@ -66,10 +68,10 @@ class Jobs(NamedTuple):
 def parse_squeue(text: str) -> Jobs:
     """Count jobs. Identical lines (array tasks, mostly) are counted first and parsed once each,
     which keeps a scrape of tens of thousands of queued tasks close to the cost of squeue itself."""
-    by_state: Counter = Counter()
-    reasons: Counter = Counter()
-    cpus: Counter = Counter()
-    gpus: Counter = Counter()
+    by_state: Counter[tuple[str, str, str]] = Counter()
+    reasons: Counter[tuple[str, str]] = Counter()
+    cpus: Counter[str] = Counter()
+    gpus: Counter[str] = Counter()
     lines = bad = 0
     for line, n in Counter(text.splitlines()).items():
         if not line.strip():
@@ -147,8 +149,18 @@ def parse_sinfo(text: str) -> tuple[dict[str, Node], int]:
                 nodes[name] = n._replace(partitions=n.partitions + (partition,))
             continue
         st, flags = split_state(state)
-        nodes[name] = Node(name, st, flags, a, i, o, t, gpu_count(gres), gpu_count(gres_used),
-                           (partition,) if partition else ())
+        nodes[name] = Node(
+            name,
+            st,
+            flags,
+            a,
+            i,
+            o,
+            t,
+            gpu_count(gres),
+            gpu_count(gres_used),
+            (partition,) if partition else (),
+        )
     return nodes, bad
 
 

@@ -11,7 +11,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,7 +103,7 @@ def last_line(path: Path) -> bytes | None:
     ``None`` when the file is missing or empty.
     """
     try:
-        f = open(path, "rb")
+        f = open(path, "rb")  # noqa: SIM115 - returned to the caller
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -127,7 +127,7 @@ def last_line(path: Path) -> bytes | None:
 def count_lines(path: Path) -> int:
     """How many lines ``path`` has (0 when missing); reads in blocks, constant memory."""
     try:
-        f = open(path, "rb")
+        f = open(path, "rb")  # noqa: SIM115 - returned to the caller
     except FileNotFoundError:
         return 0
     n = 0
@@ -149,7 +149,7 @@ def append_line(path: Path, line: bytes) -> None:
     A file created here gets mode 0640 and, where the file system allows it, the
     append-only attribute (``chattr +a``).
     """
-    assert line == b"" or (line.endswith(b"\n") and b"\n" not in line[:-1])
+    assert line == b"" or (line.endswith(b"\n") and b"\n" not in line[:-1])  # noqa: S101 - the caller's invariant
     created = False
     try:
         try:
@@ -221,9 +221,7 @@ def write_new_file(path: Path, data: bytes, mode: int) -> None:
         os.link(tmp, path)  # fails if path appeared meanwhile, unlike rename
         os.unlink(tmp)
     except OSError as exc:
-        try:
+        with suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise cannot(path, "write", exc) from None
     fsync_dir(path.parent)

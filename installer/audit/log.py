@@ -201,7 +201,7 @@ class AuditLog:
             since = format_time(since)
         prefix = action.rstrip(".") if action else None
         try:
-            f = open(self.paths.log, "rb")
+            f = open(self.paths.log, "rb")  # noqa: SIM115 - closed in finally
         except FileNotFoundError:
             return
         with f:

@@ -62,7 +62,7 @@ def verify_summary(log_path: Path, checkpoints_path: Path, public_key: Ed25519Pu
     with ExitStack() as stack:
         log = _open(Path(log_path), required=True, stack=stack)
         cps_file = _open(Path(checkpoints_path), required=False, stack=stack)
-        assert log is not None
+        assert log is not None  # noqa: S101 - narrows the type
         checkpoints = _Checkpoints(_numbered(cps_file), key)
         checkpoints.settle(0, GENESIS, None, None)
         lines = _Peekable(_numbered(log))

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from vigil.installer.ops import Bytes, Event, Invocation, Step
+from vigil.installer.ops import Event, Invocation, Step
 
 
 def ok(obj: str, message: str) -> None:
@@ -27,7 +27,7 @@ def showing_progress(inv: Invocation, *, steps: str | None = None, bars: bool = 
     ``steps``: the prefix for each step line (None: steps are not shown). ``bars``: a byte progress bar
     per label, only when stderr is a terminal (a log file gets no bar).
     """
-    bars = bars and sys.stderr.isatty()
+    show_bars = bars and sys.stderr.isatty()
     with ExitStack() as stack:
         progress: Any = None
         tasks: dict[str, Any] = {}
@@ -37,7 +37,7 @@ def showing_progress(inv: Invocation, *, steps: str | None = None, bars: bool = 
             if isinstance(event, Step):
                 if steps is not None:
                     print(f"{steps}{event.text}", file=sys.stderr, flush=True)
-            elif isinstance(event, Bytes) and bars:
+            elif show_bars:
                 if progress is None:
                     progress = stack.enter_context(_bar())
                 if event.label not in tasks:

@@ -107,7 +107,9 @@ def show_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
         out.write("[")
         shown = 0
         for record in records:
-            out.write(("\n" if shown == 0 else ",\n") + json.dumps(record, sort_keys=True, ensure_ascii=False))
+            out.write(
+                ("\n" if shown == 0 else ",\n") + json.dumps(record, sort_keys=True, ensure_ascii=False)
+            )
             shown += 1
         out.write("\n]\n" if shown else "]\n")
     elif args.csv:
@@ -152,7 +154,9 @@ def _text_line(record: dict[str, Any]) -> str:
 
 def verify_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
     summary = ops.audit_verify(inv, log=args.log, checkpoints=args.checkpoints, key=args.checkpoint_key)
-    print(f"OK: audit: {summary.records} records, {summary.checkpoints} checkpoints, head {summary.head[:12]}")
+    print(
+        f"OK: audit: {summary.records} records, {summary.checkpoints} checkpoints, head {summary.head[:12]}"
+    )
     return 0
 
 

@@ -43,7 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "two builds are byte-identical. Prints the bundle's path as the last line.",
     )
     bd.add_argument("--channel", required=True)
-    bd.add_argument("--version", required=True, type=int, metavar="N", help="bundle version (monotonic integer)")
+    bd.add_argument(
+        "--version", required=True, type=int, metavar="N", help="bundle version (monotonic integer)"
+    )
     bd.add_argument("--out", required=True, type=Path, metavar="DIR")
     bd.add_argument("--valid-days", type=int, default=365, help="days until the bundle expires (default 365)")
     bd.add_argument("--min-vigil-version", help="oldest vigil that may import it (default: this vigil)")
@@ -122,16 +124,33 @@ def _build(args: argparse.Namespace, inv: ops.Invocation) -> int:
     keys = ops.load_keys(args.key, read_passphrase(args.passphrase_file))
     with showing_progress(inv, steps=None if args.json else "... ", bars=not args.json):
         built = ops.build_bundle(
-            inv, channel=args.channel, version=args.version, keys=keys, out_dir=args.out,
-            valid_days=args.valid_days, min_vigil_version=args.min_vigil_version, catalog_dir=args.catalog_dir,
+            inv,
+            channel=args.channel,
+            version=args.version,
+            keys=keys,
+            out_dir=args.out,
+            valid_days=args.valid_days,
+            min_vigil_version=args.min_vigil_version,
+            catalog_dir=args.catalog_dir,
             cache_dir=args.cache,
         )
     info = built.info
     if args.json:
-        emit_json({"bundle": str(built.path), "version": args.version, "files": info["files"],
-                   "bytes": info["bytes"], "payload_sha256": info["payload"]["sha256"], "signers": built.signers})
+        emit_json(
+            {
+                "bundle": str(built.path),
+                "version": args.version,
+                "files": info["files"],
+                "bytes": info["bytes"],
+                "payload_sha256": info["payload"]["sha256"],
+                "signers": built.signers,
+            }
+        )
     else:
-        ok(built.path.name, f"{info['files']} files, {info['bytes']} bytes, signed by {', '.join(built.signers)}")
+        ok(
+            built.path.name,
+            f"{info['files']} files, {info['bytes']} bytes, signed by {', '.join(built.signers)}",
+        )
         print(built.path)
     return 0
 
@@ -141,12 +160,24 @@ def _verify(args: argparse.Namespace, inv: ops.Invocation) -> int:
         head = ops.verify_bundle(inv, args.bundle, args.trust)
     m = head.manifest
     if args.json:
-        emit_json({"bundle": str(args.bundle), "verified": True, "version": m.version,
-                   "manifest_sha256": head.manifest_sha256, "signers": head.signers,
-                   "files": len(m.files), "bytes": m.total_size, "expires": m.expires})
+        emit_json(
+            {
+                "bundle": str(args.bundle),
+                "verified": True,
+                "version": m.version,
+                "manifest_sha256": head.manifest_sha256,
+                "signers": head.signers,
+                "files": len(m.files),
+                "bytes": m.total_size,
+                "expires": m.expires,
+            }
+        )
     else:
-        ok(args.bundle.name, f"version {m.version}, {len(m.files)} files, {m.total_size} bytes verified; "
-           f"signed by {', '.join(head.signers)}; expires {m.expires}")
+        ok(
+            args.bundle.name,
+            f"version {m.version}, {len(m.files)} files, {m.total_size} bytes verified; "
+            f"signed by {', '.join(head.signers)}; expires {m.expires}",
+        )
     return 0
 
 
@@ -157,14 +188,22 @@ def _inspect(args: argparse.Namespace, inv: ops.Invocation) -> int:
         return 0
     print(f"bundle    {info['bundle']}  (not verified by inspect: run `vigil bundle verify`)")
     print(f"version   {info['version']}  channel {info['channel']}  arch {info['arch']}")
-    print(f"created   {info['created']}  expires {info['expires']}  needs vigil >= {info['min_vigil_version']}")
-    print(f"payload   {info['payload']['size']} bytes zstd, {info['files']} files, {info['bytes']} bytes unpacked")
+    print(
+        f"created   {info['created']}  expires {info['expires']}  needs vigil >= {info['min_vigil_version']}"
+    )
+    print(
+        f"payload   {info['payload']['size']} bytes zstd, {info['files']} files, "
+        f"{info['bytes']} bytes unpacked"
+    )
     for s in info["signers"]:
         print(f"signer    {s['key_id']}  {s['trusted_comment']}")
     print()
     print(f"{'component':<28} {'version':<24} {'license':<14} {'files':>5} {'bytes':>12}  kind")
     for c in info["components"]:
-        print(f"{c['name']:<28} {c['version']:<24} {c['license']:<14} {c['files']:>5} {c['bytes']:>12}  {c['kind']}")
+        print(
+            f"{c['name']:<28} {c['version']:<24} {c['license']:<14} {c['files']:>5} {c['bytes']:>12}  "
+            f"{c['kind']}"
+        )
     sbom = info["sbom"]
     if sbom:
         lic = ", ".join(f"{k} {v}" for k, v in sbom["licenses"].items())
@@ -178,10 +217,19 @@ def _import(args: argparse.Namespace, inv: ops.Invocation) -> int:
     with showing_progress(inv, bars=not args.json):
         result = ops.import_bundle(inv, args.bundle, args.trust, allow_downgrade=args.allow_downgrade)
     if args.json:
-        emit_json({"bundle": str(args.bundle), "version": result.version, "path": str(result.path),
-                   "manifest_sha256": result.manifest_sha256, "signers": result.signers,
-                   "already_imported": result.already_imported, "downgrade": result.downgrade,
-                   "files": result.files, "bytes": result.bytes})
+        emit_json(
+            {
+                "bundle": str(args.bundle),
+                "version": result.version,
+                "path": str(result.path),
+                "manifest_sha256": result.manifest_sha256,
+                "signers": result.signers,
+                "already_imported": result.already_imported,
+                "downgrade": result.downgrade,
+                "files": result.files,
+                "bytes": result.bytes,
+            }
+        )
     elif result.already_imported:
         ok(args.bundle.name, f"version {result.version} already imported ({result.path}); nothing changed")
     else:

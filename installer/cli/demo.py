@@ -14,9 +14,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import sys
-from datetime import UTC, datetime
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -77,9 +76,22 @@ def _demo(args: argparse.Namespace, inv: Invocation) -> int:
     _run(home, "keys", "generate", "--out", str(key))
     _run(home, "trust", "init", "--key", f"{key}.pub", "--threshold", "1", "--out", str(trust))
 
-    _step(f"2. build bundle version {version} from the '{args.channel}' channel (fetch, verify upstream, sign)")
-    _run(home, "bundle", "build", "--channel", args.channel, "--version", str(version), "--key", f"{key}.key",
-         "--out", str(out))
+    _step(
+        f"2. build bundle version {version} from the '{args.channel}' channel (fetch, verify upstream, sign)"
+    )
+    _run(
+        home,
+        "bundle",
+        "build",
+        "--channel",
+        args.channel,
+        "--version",
+        str(version),
+        "--key",
+        f"{key}.key",
+        "--out",
+        str(out),
+    )
     bundle = out / f"vigil-{version}-amd64.bundle"
 
     _step("3. verify it as the air-gapped admin host would: signatures, threshold, every byte")
@@ -100,7 +112,7 @@ def _demo(args: argparse.Namespace, inv: Invocation) -> int:
         _step("8. every scrape target up, as VictoriaMetrics on mon01 sees it")
         up = _wait_all_up()
         for (job, instance), value in sorted(up.items()):
-            print(f"  up{{job=\"{job}\", instance=\"{instance}\"}} = {value}")
+            print(f'  up{{job="{job}", instance="{instance}"}} = {value}')
         _step("9. a GPU fault end to end: a Slurm job on gpu01, its GPU 0 overheats, Alertmanager is told")
         alert = _fault_to_alert(home)
 
@@ -130,7 +142,8 @@ def _get_json(url: str) -> Any:
     import json
     import urllib.request
 
-    assert url.startswith("http://198.18.0."), url  # the lab only
+    if not url.startswith("http://198.18.0."):  # the lab's addresses only, never anywhere else
+        raise VigilError(url, "not a lab address")
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with opener.open(url, timeout=5) as resp:
         return json.loads(resp.read())
@@ -155,9 +168,13 @@ def _poll(what: str, check: Callable[[], Any], timeout: float, every: float = 3)
 def _describe(alert: dict[str, Any]) -> str:
     lab = alert["labels"]
     state = alert["status"]["state"]
-    job = f", job {lab['hpc_job']} (user {lab.get('user', '?')}, account {lab.get('account', '?')})" \
-        if lab.get("hpc_job") else ""
-    return f"{lab['alertname']} [{lab.get('severity', '?')}, {state}] {lab.get('instance')} GPU {lab.get('gpu')}{job}"
+    job = (
+        f", job {lab['hpc_job']} (user {lab.get('user', '?')}, account {lab.get('account', '?')})"
+        if lab.get("hpc_job")
+        else ""
+    )
+    where = f"{lab.get('instance')} GPU {lab.get('gpu')}"
+    return f"{lab['alertname']} [{lab.get('severity', '?')}, {state}] {where}{job}"
 
 
 def _fault_to_alert(home: Path) -> dict[str, Any]:
@@ -167,27 +184,58 @@ def _fault_to_alert(home: Path) -> dict[str, Any]:
     from vigil.installer.lab import LabPaths
     from vigil.installer.lab.jobs import cancel
 
-    job = _run(home, "lab", "job", "--account", "physics", "--user", "alice", "--gpus", "4", "--seconds", "600",
-               "--node", FAULT_HOST, capture=True).split()[-1]
+    job = _run(
+        home,
+        "lab",
+        "job",
+        "--account",
+        "physics",
+        "--user",
+        "alice",
+        "--gpus",
+        "4",
+        "--seconds",
+        "600",
+        "--node",
+        FAULT_HOST,
+        capture=True,
+    ).split()[-1]
     injected = False
     try:
         sel = f'DCGM_FI_DEV_GPU_TEMP{{instance="{FAULT_HOST}",gpu="{FAULT_GPU}",hpc_job="{job}"}}'
-        _poll(f"GPU {FAULT_GPU} of {FAULT_HOST} tagged with job {job}",
-              lambda: _get_json(f"{VM_URL}/api/v1/query?query={urllib.parse.quote(sel)}")["data"]["result"], 120)
-        print(f"  job {job} runs on {FAULT_HOST}; its GPUs' samples carry hpc_job=\"{job}\"")
+        _poll(
+            f"GPU {FAULT_GPU} of {FAULT_HOST} tagged with job {job}",
+            lambda: _get_json(f"{VM_URL}/api/v1/query?query={urllib.parse.quote(sel)}")["data"]["result"],
+            120,
+        )
+        print(f'  job {job} runs on {FAULT_HOST}; its GPUs\' samples carry hpc_job="{job}"')
         _run(home, "lab", "fault", "thermal", FAULT_HOST, FAULT_GPU)
         injected = True
-        print(f"  waiting for {FAULT_ALERT} at Alertmanager ({AM_URL}); the temperature ramps 1 °C/s", flush=True)
+        print(
+            f"  waiting for {FAULT_ALERT} at Alertmanager ({AM_URL}); the temperature ramps 1 °C/s",
+            flush=True,
+        )
 
         def mine() -> list[dict[str, Any]]:
-            return [a for a in _get_json(f"{AM_URL}/api/v2/alerts")
-                    if a["labels"].get("instance") == FAULT_HOST and a["labels"].get("gpu") == FAULT_GPU]
+            return [
+                a
+                for a in _get_json(f"{AM_URL}/api/v2/alerts")
+                if a["labels"].get("instance") == FAULT_HOST and a["labels"].get("gpu") == FAULT_GPU
+            ]
 
         def critical() -> dict[str, Any] | None:
-            return next((a for a in mine() if a["labels"]["alertname"] == FAULT_ALERT
-                         and a["labels"].get("hpc_job") == job and a["status"]["state"] == "active"), None)
+            return next(
+                (
+                    a
+                    for a in mine()
+                    if a["labels"]["alertname"] == FAULT_ALERT
+                    and a["labels"].get("hpc_job") == job
+                    and a["status"]["state"] == "active"
+                ),
+                None,
+            )
 
-        alert = _poll(f"{FAULT_ALERT} for job {job} at Alertmanager", critical, 300)
+        alert: dict[str, Any] = _poll(f"{FAULT_ALERT} for job {job} at Alertmanager", critical, 300)
         for a in sorted(mine(), key=lambda a: a["labels"]["alertname"]):
             print(f"  {_describe(a)}")
             if a["status"]["inhibitedBy"]:
@@ -215,11 +263,15 @@ def _wait_all_up(timeout: float = 120) -> dict[tuple[str, str], str]:
         try:
             with opener.open(f"{VM_URL}/api/v1/query?query=up", timeout=5) as resp:
                 result = json.loads(resp.read())["data"]["result"]
-            up = {(r["metric"].get("job", ""), r["metric"].get("instance", "")): r["value"][1] for r in result}
+            up = {
+                (r["metric"].get("job", ""), r["metric"].get("instance", "")): r["value"][1] for r in result
+            }
         except (OSError, ValueError, KeyError):
             up = {}
         if up and all(v == "1" for v in up.values()) and len({j for j, _ in up}) >= 4:
             return up
         time.sleep(3)
-    down = sorted(k for k, v in up.items() if v != "1") or ["(no targets yet)"]
+    down = [f"{job} {instance}" for (job, instance), v in sorted(up.items()) if v != "1"] or [
+        "(no targets yet)"
+    ]
     raise VigilError("demo", f"targets not up after {int(timeout)} s: {down}")

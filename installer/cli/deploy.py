@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import queue
 import sys
 from pathlib import Path
@@ -25,15 +26,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Deploy VictoriaMetrics, vmalert, Alertmanager, Grafana and node_exporter from the "
         "highest imported bundle (or --bundle N) with the bundle's own Ansible content. Before any change: "
         "the inventory is checked, the bundle is re-verified in the store, and every host is reached. "
-        "The run's artifacts stay in $VIGIL_HOME/runs/<id>/. Exit non-zero on any failed or unreachable host.",
+        "The run's artifacts stay in $VIGIL_HOME/runs/<id>/. Exit non-zero on any failed or unreachable "
+        "host.",
     )
     p.add_argument("--inventory", "-i", type=Path, required=True, help="inventory directory or file")
     p.add_argument("--limit", help="only these hosts/groups (Ansible pattern)")
     p.add_argument("--tags", help="only these role tags, comma-separated")
     p.add_argument("--check", action="store_true", help="dry run: report what would change")
     p.add_argument("--bundle", type=int, metavar="N", help="imported bundle version (default: the highest)")
-    p.add_argument("--ansible-dir", type=Path,
-                   help="use this Ansible tree instead of the bundle's (development only; recorded)")
+    p.add_argument(
+        "--ansible-dir",
+        type=Path,
+        help="use this Ansible tree instead of the bundle's (development only; recorded)",
+    )
     p.set_defaults(func=_deploy, action="deploy")
 
 
@@ -63,7 +68,9 @@ def _live(run: PlaybookRun, events: queue.Queue[dict[str, Any]]) -> None:
         with run.progress.lock:
             for host in sorted(run.progress.hosts):
                 s = run.progress.hosts[host]
-                table.add_row(host, str(s.ok), str(s.changed), str(s.failed), str(s.unreachable), str(s.skipped))
+                table.add_row(
+                    host, str(s.ok), str(s.changed), str(s.failed), str(s.unreachable), str(s.skipped)
+                )
         return table
 
     with Live(render(), refresh_per_second=4, transient=True, console=None) as live:
@@ -76,18 +83,27 @@ def _live(run: PlaybookRun, events: queue.Queue[dict[str, Any]]) -> None:
 
 def _tick(run: PlaybookRun) -> None:
     """Wait up to one refresh for the run to end."""
-    try:
+    with contextlib.suppress(TimeoutError):
         run.wait(REFRESH)
-    except TimeoutError:
-        pass
 
 
 def _deploy(args: argparse.Namespace, inv: ops.Invocation) -> int:
-    plan = ops.plan_deploy(inv, inventory=args.inventory, trust=args.trust, bundle_version=args.bundle,
-                           ansible_dir=args.ansible_dir, limit=args.limit, tags=args.tags, check=args.check)
+    plan = ops.plan_deploy(
+        inv,
+        inventory=args.inventory,
+        trust=args.trust,
+        bundle_version=args.bundle,
+        ansible_dir=args.ansible_dir,
+        limit=args.limit,
+        tags=args.tags,
+        check=args.check,
+    )
     if not args.json:
-        print(f"deploy: bundle {plan.bundle.version} to {len(plan.inventory.hosts)} hosts, run {plan.run_id}"
-              f"{' (check mode)' if plan.check else ''}", flush=True)
+        print(
+            f"deploy: bundle {plan.bundle.version} to {len(plan.inventory.hosts)} hosts, run {plan.run_id}"
+            f"{' (check mode)' if plan.check else ''}",
+            flush=True,
+        )
     live = sys.stderr.isatty() and not args.json
     events: queue.Queue[dict[str, Any]] | None = queue.Queue() if live else None
     run = ops.start_deploy(inv, plan, events)
@@ -101,9 +117,16 @@ def _deploy(args: argparse.Namespace, inv: ops.Invocation) -> int:
         raise
     counts = {h: vars(s) for h, s in result.progress.hosts.items()}
     if args.json:
-        emit_json({"run_id": result.run_id, "run_dir": str(result.run_dir), "status": result.status,
-                   "ok": result.ok, "hosts": {h: {k: v for k, v in c.items() if k != "task"} for h, c in counts.items()},
-                   "failures": [vars(f) for f in result.progress.failures]})
+        emit_json(
+            {
+                "run_id": result.run_id,
+                "run_dir": str(result.run_dir),
+                "status": result.status,
+                "ok": result.ok,
+                "hosts": {h: {k: v for k, v in c.items() if k != "task"} for h, c in counts.items()},
+                "failures": [vars(f) for f in result.progress.failures],
+            }
+        )
     else:
         for f in result.progress.failures:
             print(f"  {f.host}: {f.task}: {f.message}", file=sys.stderr)
@@ -115,6 +138,8 @@ def _deploy(args: argparse.Namespace, inv: ops.Invocation) -> int:
     if failure is not None:
         raise failure
     if not args.json:
-        print(f"OK: deploy {result.run_id}: {len(result.progress.hosts)} hosts, "
-              f"{sum(s.changed for s in result.progress.hosts.values())} changed")
+        print(
+            f"OK: deploy {result.run_id}: {len(result.progress.hosts)} hosts, "
+            f"{sum(s.changed for s in result.progress.hosts.values())} changed"
+        )
     return 0

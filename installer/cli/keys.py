@@ -32,8 +32,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     g.add_argument("--passphrase-file", type=Path, help="file whose first line encrypts the private key")
     g.set_defaults(func=_generate, action="keys.generate")
 
-    s = ks.add_parser("show", help="print a public key's id", description="Print the key id of a public key.",
-                      parents=[json_option()])
+    s = ks.add_parser(
+        "show",
+        help="print a public key's id",
+        description="Print the key id of a public key.",
+        parents=[json_option()],
+    )
     s.add_argument("pub", type=Path, metavar="PUB")
     s.set_defaults(func=_show, action="keys.show")
 

@@ -85,8 +85,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "Cancel it early with `scancel <id>` on ctl01.",
     )
     j.add_argument("--account", required=True, help="Slurm account, e.g. physics or chemistry")
-    j.add_argument("--user", default="alice", help="lab user to submit as: alice, bob or root "
-                   "(default: %(default)s)")
+    j.add_argument(
+        "--user", default="alice", help="lab user to submit as: alice, bob or root (default: %(default)s)"
+    )
     j.add_argument("--gpus", type=int, required=True, metavar="N", help="GPUs to allocate (1-4)")
     j.add_argument("--seconds", type=int, required=True, metavar="S", help="how long the job runs")
     j.add_argument("--node", help="run on this GPU node (gpu01 or gpu02; default: Slurm chooses)")
@@ -106,10 +107,22 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "node_exporter) so every scrape of it fails; Slurm and the host keep running. --clear undoes "
         "each one.",
     )
-    f.add_argument("kind", choices=("ecc-dbe", "ecc-sbe-storm", "xid", "thermal", "throttle", "nvlink-crc",
-                                    "fb-full", "stuck-idle", "node-down"), metavar="KIND",
-                   help="ecc-dbe, ecc-sbe-storm, xid, thermal, throttle, nvlink-crc, fb-full, stuck-idle, "
-                   "node-down")
+    f.add_argument(
+        "kind",
+        choices=(
+            "ecc-dbe",
+            "ecc-sbe-storm",
+            "xid",
+            "thermal",
+            "throttle",
+            "nvlink-crc",
+            "fb-full",
+            "stuck-idle",
+            "node-down",
+        ),
+        metavar="KIND",
+        help="ecc-dbe, ecc-sbe-storm, xid, thermal, throttle, nvlink-crc, fb-full, stuck-idle, node-down",
+    )
     f.add_argument("host", metavar="HOST", help="GPU node: gpu01 or gpu02")
     f.add_argument("gpu", nargs="?", metavar="GPU", help="GPU index 0-3 (not for node-down)")
     f.add_argument("--clear", action="store_true", help="remove the fault")
@@ -137,7 +150,8 @@ def _up(args: argparse.Namespace, inv: ops.Invocation) -> int:
         for h in res.hosts:
             extra = f" failed: {', '.join(h.failed_units)}" if h.failed_units else ""
             print(
-                f"{h.name:6} {h.ip:13} pid {h.pid:<8} {h.system}{' (started)' if h.started_now else ''}{extra}"
+                f"{h.name:6} {h.ip:13} pid {h.pid:<8} {h.system}"
+                f"{' (started)' if h.started_now else ''}{extra}"
             )
         for h in degraded:
             print(
@@ -171,7 +185,8 @@ def _status(args: argparse.Namespace, inv: ops.Invocation) -> int:
         pid = h["pid"] if h["pid"] is not None else "-"
         extra = f" failed: {', '.join(h['failed_units'])}" if h["failed_units"] else ""
         print(
-            f"{h['name']:6} {h['ip']:13} pid {pid!s:<8} {'up  ' if h['running'] else 'down'} {h['system']}{extra}"
+            f"{h['name']:6} {h['ip']:13} pid {pid!s:<8} {'up  ' if h['running'] else 'down'} "
+            f"{h['system']}{extra}"
         )
     print(
         f"bridge: {st['bridge'] or 'absent'}; forwarding: "
@@ -185,8 +200,9 @@ def _status(args: argparse.Namespace, inv: ops.Invocation) -> int:
 
 
 def _job(args: argparse.Namespace, inv: ops.Invocation) -> int:
-    job = ops.lab_job(inv, account=args.account, user=args.user, gpus=args.gpus, seconds=args.seconds,
-                      node=args.node)
+    job = ops.lab_job(
+        inv, account=args.account, user=args.user, gpus=args.gpus, seconds=args.seconds, node=args.node
+    )
     if args.json:
         emit_json(job.to_json())
     else:
@@ -197,9 +213,12 @@ def _job(args: argparse.Namespace, inv: ops.Invocation) -> int:
 def _fault(args: argparse.Namespace, inv: ops.Invocation) -> int:
     res = ops.lab_fault(inv, args.kind, args.host, args.gpu, clear=args.clear, code=args.code, rate=args.rate)
     if args.json:
-        emit_json({"kind": res.kind, "host": res.host, "gpu": res.gpu, "cleared": res.cleared,
-                   "state": res.state})
+        emit_json(
+            {"kind": res.kind, "host": res.host, "gpu": res.gpu, "cleared": res.cleared, "state": res.state}
+        )
     else:
-        ok(f"{res.host}{'/' + res.gpu if res.gpu is not None else ''}",
-           f"{res.kind} {'cleared' if res.cleared else 'injected'}; now: {res.state or 'none'}")
+        ok(
+            f"{res.host}{'/' + res.gpu if res.gpu is not None else ''}",
+            f"{res.kind} {'cleared' if res.cleared else 'injected'}; now: {res.state or 'none'}",
+        )
     return 0

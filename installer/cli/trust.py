@@ -23,7 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     ts.required = True
 
     i = ts.add_parser("init", help="write a new trust root", description="Write a trust root file.")
-    i.add_argument("--key", action="append", required=True, type=Path, metavar="PUB", help="a public key (repeat)")
+    i.add_argument(
+        "--key", action="append", required=True, type=Path, metavar="PUB", help="a public key (repeat)"
+    )
     i.add_argument("--threshold", type=int, required=True, metavar="K", help="signatures needed per bundle")
     i.add_argument("--version", type=int, default=1, help="root version (default 1; rotations count up)")
     i.add_argument("--out", type=Path, required=True, metavar="TRUST")
@@ -49,16 +51,23 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     inst.add_argument("trust", type=Path, metavar="TRUST")
     inst.set_defaults(func=_install, action="trust.install")
 
-    sh = ts.add_parser("show", help="print a trust root", description="Print a trust root's keys and threshold.",
-                       parents=[json_option()])
+    sh = ts.add_parser(
+        "show",
+        help="print a trust root",
+        description="Print a trust root's keys and threshold.",
+        parents=[json_option()],
+    )
     sh.add_argument("trust", type=Path, nargs="?", metavar="TRUST", help="default: the installed root")
     sh.set_defaults(func=_show, action="trust.show")
 
 
 def _init(args: argparse.Namespace, inv: ops.Invocation) -> int:
     root = ops.init_trust(inv, args.out, args.key, args.threshold, args.version)
-    ok(str(args.out), f"trust root v{root.version}: {root.threshold} of {len(root.keys)} keys "
-       f"({', '.join(sorted(root.keys))})")
+    ok(
+        str(args.out),
+        f"trust root v{root.version}: {root.threshold} of {len(root.keys)} keys "
+        f"({', '.join(sorted(root.keys))})",
+    )
     return 0
 
 
@@ -77,10 +86,18 @@ def _install(args: argparse.Namespace, inv: ops.Invocation) -> int:
 
 def _show(args: argparse.Namespace, inv: ops.Invocation) -> int:
     path, root = ops.show_trust(inv, args.trust)
-    data = {"path": str(path), "version": root.version, "threshold": root.threshold, "keys": sorted(root.keys),
-            "signatures": sorted(s["key_id"] for s in root.signatures)}
+    data = {
+        "path": str(path),
+        "version": root.version,
+        "threshold": root.threshold,
+        "keys": sorted(root.keys),
+        "signatures": sorted(s["key_id"] for s in root.signatures),
+    }
     if args.json:
         emit_json(data)
     else:
-        ok(str(path), f"v{root.version}, {root.threshold} of {len(root.keys)}: {', '.join(sorted(root.keys))}")
+        ok(
+            str(path),
+            f"v{root.version}, {root.threshold} of {len(root.keys)}: {', '.join(sorted(root.keys))}",
+        )
     return 0

@@ -16,10 +16,25 @@ from vigil.bundle.store import BundleStore
 from vigil.bundle.trust import TrustRoot
 from vigil.installer.deploy.artifacts import DeployError, StoredBundle, artifact_vars, open_stored
 from vigil.installer.deploy.inventory import Inventory, load_inventory
-from vigil.installer.deploy.runner import PlaybookRun, Progress, RunResult, new_run_id, ping_hosts, start_playbook
+from vigil.installer.deploy.runner import (
+    PlaybookRun,
+    Progress,
+    RunResult,
+    new_run_id,
+    ping_hosts,
+    start_playbook,
+)
 
-__all__ = ["DeployError", "DeployPlan", "PlaybookRun", "Progress", "RunResult", "deploy", "plan_deploy",
-           "start_deploy"]
+__all__ = [
+    "DeployError",
+    "DeployPlan",
+    "PlaybookRun",
+    "Progress",
+    "RunResult",
+    "deploy",
+    "plan_deploy",
+    "start_deploy",
+]
 
 
 @dataclass(frozen=True)
@@ -54,15 +69,23 @@ def plan_deploy(
     content = ansible_dir or stored.ansible_dir
     if not (content / "playbooks" / "site.yml").is_file():
         raise DeployError(
-            str(content), "has no playbooks/site.yml (a bundle built before the roles existed? build a new one)"
+            str(content),
+            "has no playbooks/site.yml (a bundle built before the roles existed? build a new one)",
         )
     unreachable = ping_hosts(runs_dir=home / "runs", inventory=inv.path, limit=limit)
     if unreachable:
         host = sorted(unreachable)[0]
         more = f" (and {len(unreachable) - 1} more)" if len(unreachable) > 1 else ""
         raise DeployError(f"host {host}", f"unreachable: {unreachable[host]}{more}; nothing was changed")
-    return DeployPlan(inventory=inv, bundle=stored, ansible_dir=content, run_id=new_run_id(), limit=limit,
-                      tags=tags, check=check)
+    return DeployPlan(
+        inventory=inv,
+        bundle=stored,
+        ansible_dir=content,
+        run_id=new_run_id(),
+        limit=limit,
+        tags=tags,
+        check=check,
+    )
 
 
 def start_deploy(

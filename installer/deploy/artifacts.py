@@ -47,7 +47,9 @@ def open_stored(store: BundleStore, trust: TrustRoot, version: int | None = None
         raise DeployError(str(store.root), "no bundle imported; run `vigil bundle import BUNDLE` first")
     chosen = version if version is not None else max(versions)
     if chosen not in versions:
-        raise DeployError(f"bundle version {chosen}", f"not in the store (imported: {', '.join(map(str, versions))})")
+        raise DeployError(
+            f"bundle version {chosen}", f"not in the store (imported: {', '.join(map(str, versions))})"
+        )
     root = store.root / str(chosen)
     raw = (root / "manifest.json").read_bytes()
     sigs = [

@@ -25,7 +25,9 @@ class Inventory:
 
 def inventory_source(path: Path) -> Path:
     """A directory holding ``hosts.yml`` is the usual form; a file is taken as it is."""
-    if path.is_dir() and not any((path / n).exists() for n in ("hosts.yml", "hosts.yaml", "hosts", "hosts.ini")):
+    if path.is_dir() and not any(
+        (path / n).exists() for n in ("hosts.yml", "hosts.yaml", "hosts", "hosts.ini")
+    ):
         raise DeployError(str(path), "inventory directory has no hosts.yml (for the lab: run `vigil lab up`)")
     if not path.exists():
         raise DeployError(str(path), "inventory not found")
@@ -70,7 +72,9 @@ def load_inventory(path: Path) -> Inventory:
         if host not in placed:
             raise DeployError(str(path), f"host '{host}' is in none of the groups {', '.join(KNOWN_GROUPS)}")
     if not groups.get("monitoring"):
-        raise DeployError(str(path), "group 'monitoring' needs at least one host (VictoriaMetrics, vmalert, Alertmanager)")
+        raise DeployError(
+            str(path), "group 'monitoring' needs at least one host (VictoriaMetrics, vmalert, Alertmanager)"
+        )
     for host in hosts:
         hvars = manager.get_host(host).get_vars()
         for var in REQUIRED_HOST_VARS:

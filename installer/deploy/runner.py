@@ -36,8 +36,10 @@ class HostScore:
     task: str = ""
 
     def recap(self, host: str) -> str:
-        return (f"{host} ok={self.ok} changed={self.changed} unreachable={self.unreachable} "
-                f"failed={self.failed} skipped={self.skipped}")
+        return (
+            f"{host} ok={self.ok} changed={self.changed} unreachable={self.unreachable} "
+            f"failed={self.failed} skipped={self.skipped}"
+        )
 
 
 @dataclass
@@ -88,7 +90,13 @@ class Progress:
 
     def _apply_stats(self, data: dict[str, Any]) -> None:
         """The final recap from Ansible itself is the authority for the counts."""
-        names = {"ok": "ok", "changed": "changed", "failures": "failed", "dark": "unreachable", "skipped": "skipped"}
+        names = {
+            "ok": "ok",
+            "changed": "changed",
+            "failures": "failed",
+            "dark": "unreachable",
+            "skipped": "skipped",
+        }
         hosts: set[str] = set()
         for key in names:
             hosts |= set((data.get(key) or {}).keys())
@@ -178,8 +186,13 @@ class PlaybookRun:
             raise TimeoutError(f"run {self.run_id} still going after {timeout} s")
         with self.progress.lock:
             self.progress.finished = True
-        return RunResult(run_id=self.run_id, run_dir=self.run_dir, status=str(self._runner.status),
-                         rc=int(self._runner.rc or 0), progress=self.progress)
+        return RunResult(
+            run_id=self.run_id,
+            run_dir=self.run_dir,
+            status=str(self._runner.status),
+            rc=int(self._runner.rc or 0),
+            progress=self.progress,
+        )
 
 
 def start_playbook(
@@ -233,8 +246,15 @@ def start_playbook(
         ident="artifacts",
         process_isolation=False,
     )
-    return PlaybookRun(run_id=run_id, run_dir=run_dir, progress=progress, events=events, _thread=thread,
-                       _runner=runner, _cancel=cancel)
+    return PlaybookRun(
+        run_id=run_id,
+        run_dir=run_dir,
+        progress=progress,
+        events=events,
+        _thread=thread,
+        _runner=runner,
+        _cancel=cancel,
+    )
 
 
 def ping_hosts(*, runs_dir: Path, inventory: Path, limit: str | None = None) -> dict[str, str]:
@@ -245,6 +265,11 @@ def ping_hosts(*, runs_dir: Path, inventory: Path, limit: str | None = None) -> 
     run_dir = runs_dir / f"{new_run_id()}-preflight"
     run_dir.mkdir(mode=0o750)
     progress = Progress()
+
+    def handler(event: dict[str, Any]) -> bool:
+        progress.apply(event)
+        return True
+
     ansible_runner.run(
         private_data_dir=str(run_dir),
         host_pattern="all",
@@ -252,7 +277,7 @@ def ping_hosts(*, runs_dir: Path, inventory: Path, limit: str | None = None) -> 
         inventory=str(inventory.resolve()),
         limit=limit,
         envvars=_environment(run_dir),
-        event_handler=lambda e: (progress.apply(e), True)[1],
+        event_handler=handler,
         quiet=True,
         artifact_dir=str(run_dir),
         ident="artifacts",

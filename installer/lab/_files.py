@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from vigil.basics.atomic import write_file_atomic
 
 
 def write(
     path: Path, content: str | bytes, *, mode: int = 0o644, owner: tuple[int, int] | None = None
 ) -> None:
+    """Write a file into a host's root file system (which the host's root controls: no predictable
+    temporary name is used, so a link planted there is never followed)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.vigil-tmp")
     data = content.encode() if isinstance(content, str) else content
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        os.write(fd, data)
-        os.fchmod(fd, mode)
-        if owner is not None:
-            os.fchown(fd, *owner)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    write_file_atomic(path, data, mode=mode, owner=owner, fsync=False)
 
 
 def _symlink(link: Path, target: str) -> None:

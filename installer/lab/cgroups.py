@@ -11,6 +11,7 @@ controllers (memory, cpu, ...) are not touched: the containers stay accounted wh
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 
@@ -58,7 +59,5 @@ def remove(dirs: list[str]) -> None:
             continue
         subdirs = sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True)
         for p in [*subdirs, root]:
-            try:
+            with contextlib.suppress(OSError):
                 p.rmdir()
-            except OSError:
-                pass

@@ -23,7 +23,14 @@ from vigil.installer.lab.paths import LabPaths
 from vigil.installer.lab.ssh import ssh, ssh_argv
 
 GPU_KINDS = (
-    "ecc-dbe", "ecc-sbe-storm", "xid", "thermal", "throttle", "nvlink-crc", "fb-full", "stuck-idle",
+    "ecc-dbe",
+    "ecc-sbe-storm",
+    "xid",
+    "thermal",
+    "throttle",
+    "nvlink-crc",
+    "fb-full",
+    "stuck-idle",
 )
 KINDS = (*GPU_KINDS, "node-down")
 FAULTS_FILE = "/var/lib/vigil/gpusim/faults.json"
@@ -63,8 +70,16 @@ def _faults_source() -> str:
         raise LabError(str(path), f"cannot read the fault editor: {e.strerror or e}") from None
 
 
-def inject(paths: LabPaths, kind: str, host: str, gpu: str | None, *, clear: bool = False,
-           code: int | None = None, rate: float | None = None) -> FaultResult:
+def inject(
+    paths: LabPaths,
+    kind: str,
+    host: str,
+    gpu: str | None,
+    *,
+    clear: bool = False,
+    code: int | None = None,
+    rate: float | None = None,
+) -> FaultResult:
     if kind not in KINDS:
         raise LabError(kind, f"unknown fault (kinds: {', '.join(KINDS)})")
     h = host_by_name(host)
@@ -81,8 +96,14 @@ def inject(paths: LabPaths, kind: str, host: str, gpu: str | None, *, clear: boo
         argv += ["--rate", repr(float(rate))]
     cmd = " ".join(shlex.quote(a) for a in argv)
     try:
-        cp = subprocess.run(ssh_argv(paths, h.ip, cmd), input=_faults_source(), capture_output=True,
-                            text=True, timeout=60, check=False)
+        cp = subprocess.run(
+            ssh_argv(paths, h.ip, cmd),
+            input=_faults_source(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         raise LabError(host, "timed out writing the fault state") from None
     if cp.returncode != 0:
@@ -101,7 +122,7 @@ def _node_down(paths: LabPaths, host: str, ip: str, *, clear: bool) -> FaultResu
         units = " ".join(EXPORTER_UNITS)
         script = (
             f"mkdir -p {Path(NODE_DOWN_FILE).parent}; active=''; "
-            f"for u in {units}; do systemctl is-active --quiet $u && active=\"$active $u\"; done; "
+            f'for u in {units}; do systemctl is-active --quiet $u && active="$active $u"; done; '
             f"prev=$(cat {NODE_DOWN_FILE} 2>/dev/null); all=$(echo $prev $active | tr ' ' '\\n' | sort -u); "
             f"echo $all > {NODE_DOWN_FILE}; "
             f'[ -z "$active" ] || systemctl stop $active || exit 1; echo $all'

@@ -26,8 +26,14 @@ class Job:
     node: str | None
 
     def to_json(self) -> dict[str, object]:
-        return {"job_id": self.job_id, "account": self.account, "user": self.user, "gpus": self.gpus,
-                "seconds": self.seconds, "node": self.node}
+        return {
+            "job_id": self.job_id,
+            "account": self.account,
+            "user": self.user,
+            "gpus": self.gpus,
+            "seconds": self.seconds,
+            "node": self.node,
+        }
 
 
 def _controller_ip() -> str:
@@ -45,9 +51,17 @@ def sbatch_command(*, account: str, user: str, gpus: int, seconds: int, node: st
         raise LabError(str(gpus), f"--gpus must be 1..{GPUS_PER_NODE} (GPUs per lab node)")
     if not 1 <= seconds <= 7 * 86400:
         raise LabError(str(seconds), "--seconds must be 1..604800")
-    argv = ["sbatch", "--parsable", f"--account={account}", f"--partition={PARTITION}",
-            f"--gres=gpu:{gpus}", "--ntasks=1", "--chdir=/tmp", "--output=/dev/null",
-            f"--job-name=vigil-lab-{account}"]
+    argv = [
+        "sbatch",
+        "--parsable",
+        f"--account={account}",
+        f"--partition={PARTITION}",
+        f"--gres=gpu:{gpus}",
+        "--ntasks=1",
+        "--chdir=/tmp",
+        "--output=/dev/null",
+        f"--job-name=vigil-lab-{account}",
+    ]
     if node is not None:
         h = host_by_name(node)
         if not h.gpu_node:
@@ -60,8 +74,15 @@ def sbatch_command(*, account: str, user: str, gpus: int, seconds: int, node: st
     return cmd
 
 
-def submit(paths: LabPaths, *, account: str, gpus: int, seconds: int, user: str = DEFAULT_USER,
-           node: str | None = None) -> Job:
+def submit(
+    paths: LabPaths,
+    *,
+    account: str,
+    gpus: int,
+    seconds: int,
+    user: str = DEFAULT_USER,
+    node: str | None = None,
+) -> Job:
     """Submit a batch job that holds GPUS GPUs for SECONDS; returns it with Slurm's job id."""
     cmd = sbatch_command(account=account, user=user, gpus=gpus, seconds=seconds, node=node)
     cp = ssh(paths, _controller_ip(), cmd, timeout=60)

@@ -7,6 +7,7 @@ process (same start time), so a reused PID is never signalled.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -36,10 +37,8 @@ def _stat(pid: int) -> tuple[str, int] | None:
 
 
 def _reap(pid: int) -> None:
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def alive(proc: Proc) -> bool:
@@ -118,10 +117,8 @@ def stop(proc: Proc, *, grace: float = 30.0) -> str:
         time.sleep(0.2)
     # the container's init first (this ends its whole PID namespace), then nspawn itself
     for child in leaders:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(child, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     if alive(proc):
         os.kill(proc.pid, signal.SIGKILL)
     deadline = time.monotonic() + 10

@@ -60,7 +60,8 @@ def slurm_conf(hosts: tuple[Host, ...] = HOSTS) -> str:
             f"NodeName={n.name} NodeAddr={n.ip} CPUs={CPUS_PER_NODE} Gres=gpu:{GPUS_PER_NODE} State=UNKNOWN"
         )
     lines.append(
-        f"PartitionName={PARTITION} Nodes={','.join(n.name for n in nodes)} Default=YES MaxTime=INFINITE State=UP"
+        f"PartitionName={PARTITION} Nodes={','.join(n.name for n in nodes)} "
+        "Default=YES MaxTime=INFINITE State=UP"
     )
     return "\n".join(lines) + "\n"
 

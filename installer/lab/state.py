@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vigil.basics.atomic import write_file_atomic
 from vigil.installer.lab.errors import LabError
 
 FORMAT = 1
@@ -62,6 +62,6 @@ def load(path: Path) -> LabState:
 
 def save(path: Path, state: LabState) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(state.to_json(), indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    write_file_atomic(
+        path, (json.dumps(state.to_json(), indent=2, sort_keys=True) + "\n").encode(), mode=0o600
+    )

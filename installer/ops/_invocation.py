@@ -21,11 +21,12 @@ class Step:
 
 @dataclass(frozen=True)
 class Bytes:
-    """Progress through a byte stream (hashing, unpacking): ``done`` of ``total`` (0 when unknown)."""
+    """Progress through a byte stream (downloading, hashing, unpacking): ``done`` of ``total`` bytes
+    (None while the total is not known, as for a download without a length)."""
 
     label: str
     done: int
-    total: int
+    total: int | None
 
 
 Event = Step | Bytes
@@ -64,13 +65,13 @@ class Invocation:
         if self.on_event is not None:
             self.on_event(Step(text))
 
-    def byte_progress(self, label: str) -> Callable[[int, int], None] | None:
+    def byte_progress(self, label: str) -> Callable[[int, int | None], None] | None:
         """A ``(done, total)`` callback for the byte-streaming functions, or None when nobody listens."""
         sink = self.on_event
         if sink is None:
             return None
 
-        def update(done: int, total: int) -> None:
+        def update(done: int, total: int | None) -> None:
             sink(Bytes(label, done, total))
 
         return update

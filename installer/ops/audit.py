@@ -12,8 +12,9 @@ from vigil.installer.audit._canonical import parse_since
 from vigil.installer.ops._invocation import Invocation
 
 
-def audit_records(inv: Invocation, *, since: str | None = None, action: str | None = None
-                  ) -> Iterator[dict[str, Any]]:
+def audit_records(
+    inv: Invocation, *, since: str | None = None, action: str | None = None
+) -> Iterator[dict[str, Any]]:
     """``audit.show``: the records in log order, from SINCE (ISO 8601, no zone = UTC), under ACTION.
 
     Reading does not verify. ``details["shown"]`` counts what was taken.
@@ -36,8 +37,9 @@ def audit_records(inv: Invocation, *, since: str | None = None, action: str | No
     return walk()
 
 
-def audit_verify(inv: Invocation, *, log: Path | None = None, checkpoints: Path | None = None,
-                 key: Path | None = None) -> Summary:
+def audit_verify(
+    inv: Invocation, *, log: Path | None = None, checkpoints: Path | None = None, key: Path | None = None
+) -> Summary:
     """``audit.verify``: the hash chain against the signed checkpoints and the audit public key.
 
     Without paths: this host's own log; a host that has recorded nothing yet has an empty, valid one.

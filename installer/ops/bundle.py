@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from vigil.bundle.inspect import inspect_bundle as _inspect
-from vigil.bundle.media import join_parts, parse_size, split_bundle as _split
+from vigil.bundle.media import join_parts, parse_size
+from vigil.bundle.media import split_bundle as _split
 from vigil.bundle.signing import SigningKey
 from vigil.bundle.store import BundleStore, ImportResult
-from vigil.bundle.verify import VerifiedHead, verify_bundle as _verify
+from vigil.bundle.verify import VerifiedHead
+from vigil.bundle.verify import verify_bundle as _verify
 from vigil.installer import __version__
 from vigil.installer.ops._invocation import Invocation
 from vigil.installer.ops.keys import load_trust
@@ -20,7 +22,8 @@ from vigil.installer.ops.keys import load_trust
 
 def lock_channel(inv: Invocation, channel: str, catalog_dir: Path | None = None) -> Path:
     """``bundle.lock``: resolve CHANNEL's catalog into exact URLs and upstream checksums."""
-    from vigil.bundle.catalog import CATALOG_DIR, catalog_path, lock_channel as _lock
+    from vigil.bundle.catalog import CATALOG_DIR, catalog_path
+    from vigil.bundle.catalog import lock_channel as _lock
 
     path = catalog_path(channel, catalog_dir or CATALOG_DIR)
     inv.object = str(path)
@@ -56,15 +59,28 @@ def build_bundle(
     inv.object = f"channel {channel} version {version}"
     out_dir.mkdir(parents=True, exist_ok=True)
     path = build_channel(
-        channel, version=version, keys=keys, out_dir=out_dir, builder_version=__version__,
-        min_vigil_version=min_vigil_version, catalog_dir=catalog_dir or CATALOG_DIR, cache_dir=cache_dir,
-        valid_days=valid_days, progress=inv.byte_progress(f"build {channel}"), log=inv.step,
+        channel,
+        version=version,
+        keys=keys,
+        out_dir=out_dir,
+        builder_version=__version__,
+        min_vigil_version=min_vigil_version,
+        catalog_dir=catalog_dir or CATALOG_DIR,
+        cache_dir=cache_dir,
+        valid_days=valid_days,
+        progress=inv.byte_progress(f"build {channel}"),
+        log=inv.step,
     )
     info = _inspect(path)
     signers = [k.id_hex for k in keys]
     inv.object = str(path)
-    inv.details.update(channel=channel, version=version, signers=signers,
-                       payload_sha256=info["payload"]["sha256"], files=info["files"])
+    inv.details.update(
+        channel=channel,
+        version=version,
+        signers=signers,
+        payload_sha256=info["payload"]["sha256"],
+        files=info["files"],
+    )
     return Built(path, info, signers)
 
 
@@ -73,8 +89,12 @@ def verify_bundle(inv: Invocation, path: Path, trust: Path | None = None) -> Ver
     inv.object = str(path)
     trust_path, root = load_trust(inv.home, trust)
     head = _verify(path, root, vigil_version=__version__, progress=inv.byte_progress(f"verify {path.name}"))
-    inv.details.update(version=head.manifest.version, manifest_sha256=head.manifest_sha256,
-                       signers=head.signers, trust=str(trust_path))
+    inv.details.update(
+        version=head.manifest.version,
+        manifest_sha256=head.manifest_sha256,
+        signers=head.signers,
+        trust=str(trust_path),
+    )
     return head
 
 
@@ -94,10 +114,20 @@ def import_bundle(
     _, root = load_trust(inv.home, trust)
     store = BundleStore(inv.home)
     inv.details.update(allow_downgrade=allow_downgrade, highest_before=store.highest())
-    result = store.import_bundle(path, root, vigil_version=__version__, allow_downgrade=allow_downgrade,
-                                 progress=inv.byte_progress(f"import {path.name}"))
-    inv.details.update(version=result.version, manifest_sha256=result.manifest_sha256, signers=result.signers,
-                       downgrade=result.downgrade, already_imported=result.already_imported)
+    result = store.import_bundle(
+        path,
+        root,
+        vigil_version=__version__,
+        allow_downgrade=allow_downgrade,
+        progress=inv.byte_progress(f"import {path.name}"),
+    )
+    inv.details.update(
+        version=result.version,
+        manifest_sha256=result.manifest_sha256,
+        signers=result.signers,
+        downgrade=result.downgrade,
+        already_imported=result.already_imported,
+    )
     return result
 
 

@@ -28,11 +28,26 @@ def plan_deploy(
     of the plan's ``limit`` reached. Nothing is changed."""
     inv.object = str(inventory)
     _, root = load_trust(inv.home, trust)
-    plan = _plan(home=inv.home, inventory=inventory, trust=root, version=bundle_version,
-                 ansible_dir=ansible_dir, limit=limit, tags=tags, check=check)
-    inv.details.update(run_id=plan.run_id, bundle_version=plan.bundle.version,
-                       manifest_sha256=plan.bundle.manifest_sha256, check=check, limit=limit, tags=tags,
-                       hosts=plan.inventory.hosts, ansible_dir=str(ansible_dir) if ansible_dir else "bundle")
+    plan = _plan(
+        home=inv.home,
+        inventory=inventory,
+        trust=root,
+        version=bundle_version,
+        ansible_dir=ansible_dir,
+        limit=limit,
+        tags=tags,
+        check=check,
+    )
+    inv.details.update(
+        run_id=plan.run_id,
+        bundle_version=plan.bundle.version,
+        manifest_sha256=plan.bundle.manifest_sha256,
+        check=check,
+        limit=limit,
+        tags=tags,
+        hosts=plan.inventory.hosts,
+        ansible_dir=str(ansible_dir) if ansible_dir else "bundle",
+    )
     return plan
 
 
@@ -50,9 +65,12 @@ def finish_deploy(inv: Invocation, run: PlaybookRun) -> RunResult:
     :func:`deploy_failure`)."""
     result = run.wait()
     inv.details.update(
-        status=result.status, rc=result.rc,
-        counts={h: {"ok": s.ok, "changed": s.changed, "failed": s.failed, "unreachable": s.unreachable}
-                for h, s in result.progress.hosts.items()},
+        status=result.status,
+        rc=result.rc,
+        counts={
+            h: {"ok": s.ok, "changed": s.changed, "failed": s.failed, "unreachable": s.unreachable}
+            for h, s in result.progress.hosts.items()
+        },
     )
     return result
 
@@ -62,5 +80,8 @@ def deploy_failure(result: RunResult) -> DeployError | None:
     if result.ok:
         return None
     bad = sorted(h for h, s in result.progress.hosts.items() if s.failed or s.unreachable)
-    return DeployError(f"deploy {result.run_id}", f"failed on {', '.join(bad) or 'the playbook'} "
-                       f"(ansible status {result.status}); see {result.run_dir}")
+    return DeployError(
+        f"deploy {result.run_id}",
+        f"failed on {', '.join(bad) or 'the playbook'} "
+        f"(ansible status {result.status}); see {result.run_dir}",
+    )

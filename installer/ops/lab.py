@@ -16,8 +16,11 @@ def lab_up(inv: Invocation, *, inventory_dir: Path, mirror: str | None = None) -
     inv.object = "lab"
     res = lab.up(inventory_dir=inventory_dir, mirror=mirror, log=inv.step)
     inv.details.update(
-        inventory=str(res.inventory), cache=str(res.cache_rootfs), cache_built=res.cache_built,
-        started=[h.name for h in res.hosts if h.started_now], seconds=round(res.seconds, 1),
+        inventory=str(res.inventory),
+        cache=str(res.cache_rootfs),
+        cache_built=res.cache_built,
+        started=[h.name for h in res.hosts if h.started_now],
+        seconds=round(res.seconds, 1),
         hosts={h.name: {"pid": h.pid, "system": h.system} for h in res.hosts},
     )
     return res
@@ -53,8 +56,14 @@ def lab_job(
 
 
 def lab_fault(
-    inv: Invocation, kind: str, host: str, gpu: str | None, *, clear: bool = False,
-    code: int | None = None, rate: float | None = None,
+    inv: Invocation,
+    kind: str,
+    host: str,
+    gpu: str | None,
+    *,
+    clear: bool = False,
+    code: int | None = None,
+    rate: float | None = None,
 ) -> FaultResult:
     """``lab.fault``: inject (or clear) a simulated GPU fault or a node-down."""
     where = f"{host}/{gpu}" if gpu is not None else host

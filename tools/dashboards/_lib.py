@@ -126,9 +126,7 @@ def timeseries(
     return panel("timeseries", title, grid, targets, options=opts, custom=custom, **kw)
 
 
-def status_history(
-    title: str, grid: Grid, targets: list[dict[str, Any]], **kw: Any
-) -> Panel:
+def status_history(title: str, grid: Grid, targets: list[dict[str, Any]], **kw: Any) -> Panel:
     """One row per GPU, coloured by value: the per-GPU heat map."""
     opts = {
         "showValue": "auto",

@@ -43,17 +43,17 @@ def read(path):
 def main(argv):
     wheel, home, version, want, keep = argv[0], argv[1], argv[2], argv[3], int(argv[4])
     if "/" in version or version in ("", ".", ".."):
-        print("FAIL: %s: bad version %r" % (wheel, version), file=sys.stderr)
+        print(f"FAIL: {wheel}: bad version {version!r}", file=sys.stderr)
         return 2
     got = sha256(wheel)
     if got != want:  # 1
-        print("FAIL: %s: sha256 %s, the bundle says %s" % (wheel, got, want), file=sys.stderr)
+        print(f"FAIL: {wheel}: sha256 {got}, the bundle says {want}", file=sys.stderr)
         return 2
     target = os.path.join(home, version)
     if read(os.path.join(target, MARKER)) == want:  # 2
         print("unchanged")
     else:  # 3
-        stage = os.path.join(home, ".%s.tmp-%d" % (version, os.getpid()))
+        stage = os.path.join(home, f".{version}.tmp-{os.getpid()}")
         shutil.rmtree(stage, ignore_errors=True)
         os.makedirs(stage, 0o755)
         with zipfile.ZipFile(wheel) as zf:
@@ -61,14 +61,14 @@ def main(argv):
         compileall.compile_dir(stage, quiet=1)
         for root, dirs, files in os.walk(stage):
             for d in dirs:
-                os.chmod(os.path.join(root, d), 0o755)
+                os.chmod(os.path.join(root, d), 0o755)  # noqa: S103 - installed code, world-readable
             for f in files:
                 os.chmod(os.path.join(root, f), 0o644)
         with open(os.path.join(stage, MARKER), "w") as fh:
             fh.write(want + "\n")
         os.chmod(os.path.join(stage, MARKER), 0o644)
-        os.chmod(stage, 0o755)
-        old = os.path.join(home, ".%s.old-%d" % (version, os.getpid()))
+        os.chmod(stage, 0o755)  # noqa: S103 - installed code, world-readable
+        old = os.path.join(home, f".{version}.old-{os.getpid()}")
         if os.path.lexists(target):  # 4
             os.rename(target, old)
         os.rename(stage, target)
@@ -79,9 +79,9 @@ def main(argv):
         path = os.path.join(home, name)
         if not name.startswith(".") and os.path.isdir(path) and not os.path.islink(path) and name != version:
             versions.append((os.stat(path).st_ctime, name))
-    for _, name in sorted(versions, reverse=True)[max(keep - 1, 0):]:
+    for _, name in sorted(versions, reverse=True)[max(keep - 1, 0) :]:
         shutil.rmtree(os.path.join(home, name))
-        print("pruned %s" % name)
+        print(f"pruned {name}")
     return 0
 
 

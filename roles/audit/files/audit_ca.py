@@ -44,7 +44,7 @@ def must(*argv):
     res = run(*argv)
     if res.returncode != 0:
         last = (res.stderr or res.stdout).strip().splitlines()
-        raise CAError("openssl %s: %s" % (argv[0], last[-1] if last else "exit %d" % res.returncode))
+        raise CAError("openssl {}: {}".format(argv[0], last[-1] if last else f"exit {res.returncode}"))
     return res.stdout
 
 
@@ -72,7 +72,7 @@ def names_of(cert):
             if item.startswith("DNS:"):
                 names.append(item)
             elif item.startswith("IP Address:"):
-                names.append("IP:" + str(ipaddress.ip_address(item[len("IP Address:"):])))
+                names.append("IP:" + str(ipaddress.ip_address(item[len("IP Address:") :])))
     return sorted(names)
 
 
@@ -88,26 +88,49 @@ def ensure_ca(directory, days, name):
     crt = os.path.join(directory, "ca.crt")
     if os.path.exists(key) and os.path.exists(crt):
         if not key_matches(crt, key):
-            raise CAError("%s does not belong to %s; restore the pair from backup (every host "
-                          "certificate depends on it)" % (key, crt))
+            raise CAError(
+                f"{key} does not belong to {crt}; restore the pair from backup (every host "
+                "certificate depends on it)"
+            )
         if expires_within(crt, 0):
-            raise CAError("%s has expired; move the directory aside to make a new CA (every host "
-                          "is then issued a new certificate)" % crt)
+            raise CAError(
+                f"{crt} has expired; move the directory aside to make a new CA (every host "
+                "is then issued a new certificate)"
+            )
         os.chmod(key, 0o600)
         return {"changed": False, "reason": "present", "cert": crt, "key": key}
     if os.path.exists(key) or os.path.exists(crt):
-        raise CAError("%s holds only half of the CA (ca.key / ca.crt); restore the other from backup "
-                      "or remove both to start a new CA" % directory)
+        raise CAError(
+            f"{directory} holds only half of the CA (ca.key / ca.crt); restore the other from backup "
+            "or remove both to start a new CA"
+        )
     work = tempfile.mkdtemp(prefix=".ca.", dir=directory)
     try:
         tkey = os.path.join(work, "ca.key")
         tcrt = os.path.join(work, "ca.crt")
         new_key(tkey)
-        must("req", "-new", "-x509", "-key", tkey, "-out", tcrt, "-days", str(days), "-sha256",
-             "-subj", "/CN=" + name, "-set_serial", "0x" + secrets.token_hex(16),
-             "-addext", "basicConstraints=critical,CA:TRUE,pathlen:0",
-             "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-             "-addext", "subjectKeyIdentifier=hash")
+        must(
+            "req",
+            "-new",
+            "-x509",
+            "-key",
+            tkey,
+            "-out",
+            tcrt,
+            "-days",
+            str(days),
+            "-sha256",
+            "-subj",
+            "/CN=" + name,
+            "-set_serial",
+            "0x" + secrets.token_hex(16),
+            "-addext",
+            "basicConstraints=critical,CA:TRUE,pathlen:0",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+            "-addext",
+            "subjectKeyIdentifier=hash",
+        )
         os.chmod(tcrt, 0o644)
         os.replace(tkey, key)
         os.replace(tcrt, crt)
@@ -120,24 +143,26 @@ def ensure_cert(directory, host, usage, dns, ips, days, renew_days):
     ca_key = os.path.join(directory, "ca.key")
     ca_crt = os.path.join(directory, "ca.crt")
     if not (os.path.exists(ca_key) and os.path.exists(ca_crt)):
-        raise CAError("%s: no CA yet; run `audit_ca.py --dir %s ca` first" % (directory, directory))
+        raise CAError(f"{directory}: no CA yet; run `audit_ca.py --dir {directory} ca` first")
     if "/" in host or host in ("", ".", "..") or host != host.strip():
-        raise CAError("host name %r cannot name a directory" % host)
+        raise CAError(f"host name {host!r} cannot name a directory")
     hostdir = os.path.join(directory, "hosts", host)
     private_dir(os.path.join(directory, "hosts"))
     private_dir(hostdir)
     key = os.path.join(hostdir, usage + ".key")
     crt = os.path.join(hostdir, usage + ".crt")
-    wanted = sorted(set(["DNS:" + d for d in [host, *dns]] + ["IP:" + str(ipaddress.ip_address(i)) for i in ips]))
+    wanted = sorted(
+        set(["DNS:" + d for d in [host, *dns]] + ["IP:" + str(ipaddress.ip_address(i)) for i in ips])
+    )
     reason = None
     if not (os.path.exists(key) and os.path.exists(crt)):
         reason = "created"
     elif run("verify", "-CAfile", ca_crt, "-purpose", "ssl" + usage, crt).returncode != 0:
         reason = "did not verify against the CA"
     elif names_of(crt) != wanted:
-        reason = "names changed (%s -> %s)" % (", ".join(names_of(crt)), ", ".join(wanted))
+        reason = "names changed ({} -> {})".format(", ".join(names_of(crt)), ", ".join(wanted))
     elif expires_within(crt, renew_days):
-        reason = "expires within %d days" % renew_days
+        reason = f"expires within {renew_days} days"
     elif not key_matches(crt, key):
         reason = "key and certificate did not match"
     if reason is None:
@@ -150,16 +175,35 @@ def ensure_cert(directory, host, usage, dns, ips, days, renew_days):
         tcrt = os.path.join(work, "crt")
         ext = os.path.join(work, "ext")
         with open(ext, "w", encoding="utf-8") as f:
-            f.write("basicConstraints=critical,CA:FALSE\n"
-                    "keyUsage=critical,digitalSignature\n"
-                    "extendedKeyUsage=%sAuth\n"
-                    "subjectAltName=%s\n"
-                    "subjectKeyIdentifier=hash\n"
-                    "authorityKeyIdentifier=keyid\n" % (usage, ",".join(wanted)))
+            f.write(
+                "basicConstraints=critical,CA:FALSE\n"
+                "keyUsage=critical,digitalSignature\n"
+                "extendedKeyUsage={}Auth\n"
+                "subjectAltName={}\n"
+                "subjectKeyIdentifier=hash\n"
+                "authorityKeyIdentifier=keyid\n".format(usage, ",".join(wanted))
+            )
         new_key(tkey)
         must("req", "-new", "-key", tkey, "-subj", "/CN=" + host, "-out", tcsr)
-        must("x509", "-req", "-in", tcsr, "-CA", ca_crt, "-CAkey", ca_key, "-out", tcrt, "-days", str(days),
-             "-sha256", "-set_serial", "0x" + secrets.token_hex(16), "-extfile", ext)
+        must(
+            "x509",
+            "-req",
+            "-in",
+            tcsr,
+            "-CA",
+            ca_crt,
+            "-CAkey",
+            ca_key,
+            "-out",
+            tcrt,
+            "-days",
+            str(days),
+            "-sha256",
+            "-set_serial",
+            "0x" + secrets.token_hex(16),
+            "-extfile",
+            ext,
+        )
         os.chmod(tcrt, 0o644)
         os.replace(tkey, key)
         os.replace(tcrt, crt)
@@ -190,7 +234,7 @@ def main(argv):
         else:
             out = ensure_cert(args.dir, args.host, args.usage, args.dns, args.ip, args.days, args.renew_days)
     except (CAError, ValueError) as e:
-        sys.stderr.write("FAIL: audit CA %s: %s\n" % (args.dir, e))
+        sys.stderr.write(f"FAIL: audit CA {args.dir}: {e}\n")
         return 1
     finally:
         os.umask(old)

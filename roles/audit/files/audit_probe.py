@@ -25,9 +25,12 @@ def probe():
     try:
         sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_AUDIT)
     except OSError as e:
-        return {"available": False, "enabled": None,
-                "reason": "no audit netlink socket: %s (a container's seccomp filter, or a kernel "
-                          "without CONFIG_AUDIT)" % os.strerror(e.errno or errno.EIO)}
+        return {
+            "available": False,
+            "enabled": None,
+            "reason": f"no audit netlink socket: {os.strerror(e.errno or errno.EIO)} "
+            "(a container's seccomp filter, or a kernel without CONFIG_AUDIT)",
+        }
     with sock:
         sock.settimeout(3)
         sock.bind((0, 0))
@@ -36,8 +39,11 @@ def probe():
             try:
                 data = sock.recv(65536)
             except OSError as e:
-                return {"available": False, "enabled": None,
-                        "reason": "no answer to AUDIT_GET: %s" % os.strerror(e.errno or errno.EIO)}
+                return {
+                    "available": False,
+                    "enabled": None,
+                    "reason": f"no answer to AUDIT_GET: {os.strerror(e.errno or errno.EIO)}",
+                }
             _, kind, _, _, _ = HEADER.unpack_from(data)
             if kind == NLMSG_ERROR:
                 (err,) = struct.unpack_from("=i", data, HEADER.size)

@@ -22,13 +22,26 @@ NUMBER = re.compile(r"^-?[0-9]+$")
 SYSCALL = re.compile(r"^[a-z0-9_]+$")
 # -F fields vigil's rules may use, with what their value must look like.
 FIELDS = {
-    "path": "path", "dir": "path", "exe": "path",
+    "path": "path",
+    "dir": "path",
+    "exe": "path",
     "perm": "perm",
     "arch": "arch",
-    "auid": "id", "uid": "id", "euid": "id", "suid": "id", "fsuid": "id",
-    "gid": "id", "egid": "id", "sgid": "id", "fsgid": "id",
-    "success": "bool", "exit": "number", "pid": "number", "ppid": "number",
-    "key": "key", "filetype": "filetype",
+    "auid": "id",
+    "uid": "id",
+    "euid": "id",
+    "suid": "id",
+    "fsuid": "id",
+    "gid": "id",
+    "egid": "id",
+    "sgid": "id",
+    "fsgid": "id",
+    "success": "bool",
+    "exit": "number",
+    "pid": "number",
+    "ppid": "number",
+    "key": "key",
+    "filetype": "filetype",
 }
 FIELD = re.compile(r"^([a-z_]+)(!=|<=|>=|&=|=|<|>|&)(.+)$")
 FILETYPES = {"file", "dir", "socket", "link", "character", "block", "fifo"}
@@ -38,38 +51,46 @@ ACTIONS = {"always", "never"}
 
 def _path(value):
     if not value.startswith("/"):
-        return "path %r is not absolute" % value
+        return f"path {value!r} is not absolute"
     if any(c.isspace() for c in value) or "\\" in value:
-        return "path %r holds whitespace or a backslash" % value
+        return f"path {value!r} holds whitespace or a backslash"
     if "/../" in value + "/" or "/./" in value + "/":
-        return "path %r has '.' or '..' components" % value
+        return f"path {value!r} has '.' or '..' components"
     return None
 
 
 def _field(spec):
     m = FIELD.match(spec)
     if not m:
-        return "-F %r is not field<op>value" % spec
+        return f"-F {spec!r} is not field<op>value"
     name, op, value = m.groups()
     kind = FIELDS.get(name)
     if kind is None:
-        return "-F field %r is not one vigil uses (%s)" % (name, ", ".join(sorted(FIELDS)))
+        return "-F field {!r} is not one vigil uses ({})".format(name, ", ".join(sorted(FIELDS)))
     if kind == "path":
         if op not in ("=", "!="):
-            return "-F %s takes = or !=, not %s" % (name, op)
+            return f"-F {name} takes = or !=, not {op}"
         return _path(value)
     if kind == "perm":
-        return None if PERMS.match(value) else "-F perm=%r must be made of r, w, x, a" % value
+        return None if PERMS.match(value) else f"-F perm={value!r} must be made of r, w, x, a"
     if kind == "arch":
-        return None if value in ("b32", "b64") else "-F arch=%r must be b32 or b64" % value
+        return None if value in ("b32", "b64") else f"-F arch={value!r} must be b32 or b64"
     if kind == "id":
-        return None if NUMBER.match(value) or value in ("unset", "-1") else "-F %s=%r is not a number" % (name, value)
+        return (
+            None
+            if NUMBER.match(value) or value in ("unset", "-1")
+            else f"-F {name}={value!r} is not a number"
+        )
     if kind in ("bool", "number"):
-        return None if NUMBER.match(value) else "-F %s=%r is not a number" % (name, value)
+        return None if NUMBER.match(value) else f"-F {name}={value!r} is not a number"
     if kind == "key":
-        return None if KEY.match(value) else "key %r: 1-31 of A-Z a-z 0-9 _ . : -" % value
+        return None if KEY.match(value) else f"key {value!r}: 1-31 of A-Z a-z 0-9 _ . : -"
     if kind == "filetype":
-        return None if value in FILETYPES else "-F filetype=%r is not one of %s" % (value, ", ".join(sorted(FILETYPES)))
+        return (
+            None
+            if value in FILETYPES
+            else "-F filetype={!r} is not one of {}".format(value, ", ".join(sorted(FILETYPES)))
+        )
     return None
 
 
@@ -80,7 +101,7 @@ def check_line(words):
         return ["-D deletes every rule; leave it to the base rules file"]
     if opt in ("-b", "--backlog_wait_time", "-r"):
         if len(words) != 2 or not NUMBER.match(words[1]):
-            return ["%s takes one number" % opt]
+            return [f"{opt} takes one number"]
         return []
     if opt == "-f":
         return [] if words[1:] in (["0"], ["1"], ["2"]) else ["-f takes 0, 1 or 2"]
@@ -90,7 +111,7 @@ def check_line(words):
         return _watch(words)
     if opt in ("-a", "-A"):
         return _syscall_rule(words)
-    return ["unknown option %r (vigil's rules use -w, -a, -e, -b, -f, -r, --backlog_wait_time)" % opt]
+    return [f"unknown option {opt!r} (vigil's rules use -w, -a, -e, -b, -f, -r, --backlog_wait_time)"]
 
 
 def _watch(words):
@@ -106,33 +127,33 @@ def _watch(words):
     while i < len(rest):
         opt = rest[i]
         if i + 1 >= len(rest):
-            problems.append("%s needs a value" % opt)
+            problems.append(f"{opt} needs a value")
             break
         value = rest[i + 1]
         if opt == "-p":
             if not PERMS.match(value):
-                problems.append("-p %r must be made of r, w, x, a" % value)
+                problems.append(f"-p {value!r} must be made of r, w, x, a")
         elif opt == "-k":
             if not KEY.match(value):
-                problems.append("key %r: 1-31 of A-Z a-z 0-9 _ . : -" % value)
+                problems.append(f"key {value!r}: 1-31 of A-Z a-z 0-9 _ . : -")
         else:
-            problems.append("-w takes -p and -k, not %r" % opt)
+            problems.append(f"-w takes -p and -k, not {opt!r}")
         if opt in seen:
-            problems.append("%s given twice" % opt)
+            problems.append(f"{opt} given twice")
         seen.add(opt)
         i += 2
     if "-k" not in seen:
-        problems.append("-w %s has no key (-k): its events could not be found by key" % words[1])
+        problems.append(f"-w {words[1]} has no key (-k): its events could not be found by key")
     return problems
 
 
 def _syscall_rule(words):
     problems = []
     if len(words) < 2:
-        return ["%s needs list,action" % words[0]]
+        return [f"{words[0]} needs list,action"]
     parts = words[1].split(",")
     if len(parts) != 2 or not (set(parts) & LISTS and set(parts) & ACTIONS):
-        problems.append("%s %r must be list,action such as always,exit" % (words[0], words[1]))
+        problems.append(f"{words[0]} {words[1]!r} must be list,action such as always,exit")
     fields = []
     syscalls = []
     keyed = False
@@ -141,7 +162,7 @@ def _syscall_rule(words):
     while i < len(rest):
         opt = rest[i]
         if i + 1 >= len(rest):
-            problems.append("%s needs a value" % opt)
+            problems.append(f"{opt} needs a value")
             break
         value = rest[i + 1]
         if opt == "-F":
@@ -153,14 +174,14 @@ def _syscall_rule(words):
         elif opt == "-S":
             for name in value.split(","):
                 if not SYSCALL.match(name):
-                    problems.append("-S %r is not a system call name" % name)
+                    problems.append(f"-S {name!r} is not a system call name")
             syscalls.append(value)
         elif opt == "-k":
             keyed = True
             if not KEY.match(value):
-                problems.append("key %r: 1-31 of A-Z a-z 0-9 _ . : -" % value)
+                problems.append(f"key {value!r}: 1-31 of A-Z a-z 0-9 _ . : -")
         else:
-            problems.append("%s takes -F, -S and -k, not %r" % (words[0], opt))
+            problems.append(f"{words[0]} takes -F, -S and -k, not {opt!r}")
         i += 2
     if syscalls and "arch" not in fields:
         problems.append("a rule with -S needs -F arch=b64 or b32 first (system call numbers differ)")
@@ -182,15 +203,15 @@ def check_text(text, name="rules"):
         try:
             words = shlex.split(line, comments=True)
         except ValueError as e:
-            problems.append("%s:%d: cannot be split into words: %s" % (name, number, e))
+            problems.append(f"{name}:{number}: cannot be split into words: {e}")
             continue
         if not words:
             continue
         if lock_line is not None:
-            problems.append("%s:%d: rule after -e on line %d: -e must come last" % (name, number, lock_line))
+            problems.append(f"{name}:{number}: rule after -e on line {lock_line}: -e must come last")
         if words[0] == "-e":
             lock_line = number
-        problems.extend("%s:%d: %s" % (name, number, why) for why in check_line(words))
+        problems.extend(f"{name}:{number}: {why}" for why in check_line(words))
     return problems
 
 
@@ -202,7 +223,7 @@ def main(argv):
         with open(argv[1], encoding="utf-8") as f:
             text = f.read()
     except (OSError, UnicodeDecodeError) as e:
-        sys.stderr.write("%s: cannot read: %s\n" % (argv[1], e))
+        sys.stderr.write(f"{argv[1]}: cannot read: {e}\n")
         return 1
     problems = check_text(text, argv[1])
     for p in problems:

@@ -57,14 +57,24 @@ def vigil_rule_file(
                         changed = True
             url = (rule.get("annotations") or {}).get("runbook_url", "")
             if runbook_base and url and "://" not in url:
-                rule["annotations"]["runbook_url"] = _plain(runbook_base).rstrip("/") + "/" + url.split("/")[-1]
+                rule["annotations"]["runbook_url"] = (
+                    _plain(runbook_base).rstrip("/") + "/" + url.split("/")[-1]
+                )
                 changed = True
     if not changed:
         return text if text.endswith("\n") else text + "\n"
     head = [line for line in text.splitlines() if line.startswith("#")][:1]
-    settings = (f"# As deployed: keep_firing_for {'added' if keep_firing_for else 'not added'}, "
-                f"durations capped at {duration_cap or 'nothing'}, runbooks under {runbook_base or 'docs/runbooks'}.\n")
-    return "\n".join(head) + "\n" + settings + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=1000)
+    settings = (
+        f"# As deployed: keep_firing_for {'added' if keep_firing_for else 'not added'}, "
+        f"durations capped at {duration_cap or 'nothing'}, "
+        f"runbooks under {runbook_base or 'docs/runbooks'}.\n"
+    )
+    return (
+        "\n".join(head)
+        + "\n"
+        + settings
+        + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=1000)
+    )
 
 
 class FilterModule:
