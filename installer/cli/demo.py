@@ -21,6 +21,7 @@ from typing import Any
 
 from vigil.basics.errors import VigilError
 from vigil.bundle.store import BundleStore
+from vigil.installer.lab.hosts import HOSTS, host_by_name
 from vigil.installer.ops import Invocation
 
 
@@ -132,17 +133,19 @@ def _demo(args: argparse.Namespace, inv: Invocation) -> int:
     return 0
 
 
-VM_URL = "http://198.18.0.10:8428"
-AM_URL = "http://198.18.0.10:9093"
+_MON = host_by_name("mon01").ip
+VM_URL = f"http://{_MON}:8428"
+AM_URL = f"http://{_MON}:9093"
 #: the demo's fault: thermal runaway on GPU 0 of gpu01, under a job of alice's in account physics
 FAULT_HOST, FAULT_GPU, FAULT_ALERT = "gpu01", "0", "GpuTemperatureCritical"
 
 
 def _get_json(url: str) -> Any:
     import json
+    import urllib.parse
     import urllib.request
 
-    if not url.startswith("http://198.18.0."):  # the lab's addresses only, never anywhere else
+    if urllib.parse.urlsplit(url).hostname not in {h.ip for h in HOSTS}:  # the lab's hosts only
         raise VigilError(url, "not a lab address")
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with opener.open(url, timeout=5) as resp:

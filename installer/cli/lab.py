@@ -9,11 +9,18 @@ from pathlib import Path
 from vigil.installer import ops
 from vigil.installer.cli._common import json_option
 from vigil.installer.cli._output import emit_json, ok, showing_progress
+from vigil.installer.lab.hosts import ADMIN_IP, BRIDGE, GPUS_PER_NODE, HOSTS, SUBNET
 
-_HOSTS_TEXT = (
-    "mon01 198.18.0.10 (monitoring), ctl01 198.18.0.11 (slurmctld, munge), gpu01 198.18.0.21 and "
-    "gpu02 198.18.0.22 (slurmd, 4 simulated GPUs each); the admin host is 198.18.0.1 on bridge vigil0"
-)
+_ROLES = {"monitoring": "monitoring", "slurm_controller": "slurmctld, munge", "gpu_nodes": "slurmd"}
+
+
+def _hosts_text() -> str:
+    """The lab's hosts for --help, from the one place they are defined (vigil.installer.lab.hosts)."""
+    hosts = ", ".join(f"{h.name} {h.ip} ({', '.join(_ROLES[g] for g in h.groups)})" for h in HOSTS)
+    return (
+        f"{hosts}; each GPU node has {GPUS_PER_NODE} simulated GPUs; the admin host is {ADMIN_IP} "
+        f"on bridge {BRIDGE}"
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -21,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "lab",
         help="run the lab cluster: real systemd hosts with Slurm and simulated GPUs",
         description="The lab is four Debian 12 hosts booted with systemd-nspawn on this machine: "
-        f"{_HOSTS_TEXT}. They reach each other and the admin host on 198.18.0.0/24 and have no route "
+        f"{_hosts_text()}. They reach each other and the admin host on {SUBNET} and have no route "
         "anywhere else. Needs root. State lives in $VIGIL_LAB_DIR (default /var/lib/vigil-lab), the "
         "debootstrapped root file system in $VIGIL_LAB_CACHE (default /var/cache/vigil/lab).",
     )

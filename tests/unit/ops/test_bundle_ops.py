@@ -34,7 +34,9 @@ def test_verify_streams_byte_progress_and_fills_the_record(signed: dict[str, Pat
 
 def test_without_a_trust_root_nothing_is_verified(signed: dict[str, Path]) -> None:
     inv = ops.Invocation(home=signed["home"])
-    with pytest.raises(TrustError, match="no trust root installed; pass --trust or run `vigil trust install`"):
+    with pytest.raises(
+        TrustError, match="no trust root installed; pass --trust or run `vigil trust install`"
+    ):
         ops.import_bundle(inv, signed["bundle"])
     assert not (signed["home"] / "bundles").exists()
 

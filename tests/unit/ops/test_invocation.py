@@ -44,7 +44,10 @@ def test_a_defect_or_an_interrupt_is_recorded_as_failed(tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt), audited(Invocation(home=tmp_path, action="b")):
         raise KeyboardInterrupt
     first, second = records(tmp_path)
-    assert (first["outcome"], first["reason"]) == ("failed", "ZeroDivisionError: integer division or modulo by zero")
+    assert (first["outcome"], first["reason"]) == (
+        "failed",
+        "ZeroDivisionError: integer division or modulo by zero",
+    )
     assert (second["outcome"], second["reason"]) == ("failed", "interrupted")
 
 
