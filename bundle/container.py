@@ -165,6 +165,21 @@ class BundleReader:
             raise BundleRejected(self.name, f"truncated: file ends inside {what}")
         return data
 
+    def _check_is_tar(self) -> None:
+        """A file that is not a tar archive at all (a text file, a download error page, a part of a
+        split bundle) is named as such, not as a damaged bundle."""
+        head = self.fh.read(BLOCK)
+        self.fh.seek(0)
+        if not head:
+            raise BundleRejected(self.name, "not a vigil bundle: the file is empty")
+        if len(head) < BLOCK or head[257:263] != b"ustar\x00":
+            hint = (
+                " (a part of a split bundle? run `vigil bundle join` on its .parts.json)"
+                if ".part" in self.name
+                else ""
+            )
+            raise BundleRejected(self.name, f"not a vigil bundle: not a tar archive{hint}")
+
     def _next_header(self) -> tuple[str, int] | None:
         offset = self.fh.tell()
         block = self._read_exact(BLOCK, f"the tar header at byte {offset}")
@@ -172,6 +187,7 @@ class BundleReader:
 
     def read_head(self) -> None:
         """Read manifest and signatures; locate the payload (its bytes are read later, streamed)."""
+        self._check_is_tar()
         first = self._next_header()
         if first is None or first[0] != MANIFEST:
             raise BundleRejected(self.name, f"first member must be {MANIFEST}")

@@ -110,7 +110,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "(single-bit ECC errors at --rate/s), xid (last XID = --code, default 79), thermal (temperature "
         "ramps 1 C/s to 97 C, thermal throttling above 85 C), throttle (HW slowdown, SM clock halved), "
         "nvlink-crc (CRC errors at --rate/s), fb-full (frame buffer full), stuck-idle (allocated but "
-        "0 %% utilisation, idle power). node-down stops the node's exporter units (GPU exporter, "
+        "0 % utilisation, idle power). node-down stops the node's exporter units (GPU exporter, "
         "node_exporter) so every scrape of it fails; Slurm and the host keep running. --clear undoes "
         "each one.",
     )
@@ -223,9 +223,17 @@ def _fault(args: argparse.Namespace, inv: ops.Invocation) -> int:
         emit_json(
             {"kind": res.kind, "host": res.host, "gpu": res.gpu, "cleared": res.cleared, "state": res.state}
         )
+    elif res.kind == "node-down":
+        units = res.state or "none"
+        ok(
+            res.host,
+            f"node-down cleared; exporters started again: {units}"
+            if res.cleared
+            else f"node-down injected; exporters stopped: {units}",
+        )
     else:
         ok(
-            f"{res.host}{'/' + res.gpu if res.gpu is not None else ''}",
+            f"{res.host}/{res.gpu}",
             f"{res.kind} {'cleared' if res.cleared else 'injected'}; now: {res.state or 'none'}",
         )
     return 0

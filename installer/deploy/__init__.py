@@ -64,7 +64,7 @@ def plan_deploy(
     check: bool = False,
 ) -> DeployPlan:
     """Steps 1-3: everything that can be known to be wrong before a change is made."""
-    inv = load_inventory(inventory)
+    inv = load_inventory(inventory, limit=limit)
     stored = open_stored(BundleStore(home), trust, version)
     content = ansible_dir or stored.ansible_dir
     if not (content / "playbooks" / "site.yml").is_file():

@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from vigil.installer.deploy.artifacts import DeployError
 
 KNOWN_GROUPS = ("monitoring", "slurm_controller", "gpu_nodes")
@@ -21,6 +23,8 @@ class Inventory:
     path: Path
     hosts: list[str]
     groups: dict[str, list[str]] = field(default_factory=dict)
+    #: the hosts the deploy's limit selects (all of them without a limit)
+    selected: list[str] = field(default_factory=list)
 
 
 def inventory_source(path: Path) -> Path:
@@ -34,9 +38,42 @@ def inventory_source(path: Path) -> Path:
     return path
 
 
-def load_inventory(path: Path) -> Inventory:
-    """Parse and check; raises DeployError naming the inventory and what to fix."""
+class _AnyTagLoader(yaml.SafeLoader):
+    """YAML as Ansible reads it, for a syntax check only: its tags (``!vault``, ``!unsafe``) are accepted."""
+
+
+_AnyTagLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
+
+
+def check_yaml_syntax(source: Path) -> None:
+    """One line naming the file, the line and the YAML error, before Ansible reads the inventory
+    (Ansible would try every inventory plugin in turn and print a warning for each)."""
+    if source.is_dir():
+        files = [source / n for n in ("hosts.yml", "hosts.yaml")]
+        for sub in ("group_vars", "host_vars"):
+            files += sorted((source / sub).glob("**/*.y*ml"))
+    else:
+        files = [source]
+    for f in files:
+        if f.suffix not in (".yml", ".yaml") or not f.is_file():
+            continue
+        try:
+            yaml.load(f.read_bytes(), Loader=_AnyTagLoader)  # noqa: S506 - a safe loader that drops tags
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise DeployError(str(f), f"not valid YAML: {problem}{where}") from None
+
+
+def load_inventory(path: Path, *, limit: str | None = None) -> Inventory:
+    """Parse and check; raises DeployError naming the inventory and what to fix.
+
+    With ``limit`` (an Ansible host pattern), the hosts it selects are in ``Inventory.selected``; a
+    pattern that selects none is refused here, before anything runs.
+    """
     source = inventory_source(path)
+    check_yaml_syntax(source)
     from ansible.errors import AnsibleError
     from ansible.inventory.manager import InventoryManager
     from ansible.parsing.dataloader import DataLoader
@@ -80,4 +117,15 @@ def load_inventory(path: Path) -> Inventory:
         for var in REQUIRED_HOST_VARS:
             if not hvars.get(var):
                 raise DeployError(str(path), f"host '{host}' lacks required variable {var}")
-    return Inventory(path=source, hosts=hosts, groups={k: v for k, v in groups.items() if k in KNOWN_GROUPS})
+    selected = hosts
+    if limit is not None:
+        manager.subset(limit)
+        selected = sorted(h.name for h in manager.get_hosts())
+        if not selected:
+            raise DeployError(f"--limit {limit}", f"matches no host of {path} (hosts: {', '.join(hosts)})")
+    return Inventory(
+        path=source,
+        hosts=hosts,
+        groups={k: v for k, v in groups.items() if k in KNOWN_GROUPS},
+        selected=selected,
+    )

@@ -8,7 +8,7 @@ what `up()` started, by its recorded PIDs; `status()` reports.
 from __future__ import annotations
 
 from vigil.installer.lab.control import HostReport, UpResult, down, slurm_nodes, status, up
-from vigil.installer.lab.errors import LabError, LabPrerequisiteMissing
+from vigil.installer.lab.errors import LabError, LabPrerequisiteMissing, LabRequestRefused
 from vigil.installer.lab.hosts import ACCOUNTS, ADMIN_IP, BRIDGE, HOSTS, SUBNET, USERS, Host, host_by_name
 from vigil.installer.lab.paths import LabPaths
 from vigil.installer.lab.ssh import ssh, ssh_argv
@@ -25,6 +25,7 @@ __all__ = [
     "LabError",
     "LabPaths",
     "LabPrerequisiteMissing",
+    "LabRequestRefused",
     "UpResult",
     "down",
     "host_by_name",

@@ -12,12 +12,13 @@ records them in ``/run/vigil/lab-node-down``; ``--clear`` starts exactly those a
 
 from __future__ import annotations
 
+import math
 import shlex
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from vigil.installer.lab.errors import LabError
+from vigil.installer.lab.errors import LabError, LabRequestRefused
 from vigil.installer.lab.hosts import GPUS_PER_NODE, host_by_name
 from vigil.installer.lab.paths import LabPaths
 from vigil.installer.lab.ssh import ssh, ssh_argv
@@ -70,6 +71,47 @@ def _faults_source() -> str:
         raise LabError(str(path), f"cannot read the fault editor: {e.strerror or e}") from None
 
 
+#: the faults that take --rate (errors per second) and --code (an XID code)
+RATE_KINDS = ("ecc-sbe-storm", "nvlink-crc")
+CODE_KINDS = ("xid",)
+
+
+def check_fault(
+    kind: str, host: str, gpu: str | None, *, clear: bool, code: int | None, rate: float | None
+) -> None:
+    """Refuse a fault request that the lab would not carry out as asked, before anything is sent."""
+    if kind not in KINDS:
+        raise LabRequestRefused(kind, f"unknown fault (kinds: {', '.join(KINDS)})")
+    try:
+        node = host_by_name(host)
+    except LabError as exc:
+        raise LabRequestRefused(exc.obj, exc.reason) from None
+    if not node.gpu_node:
+        raise LabRequestRefused(host, "faults are injected on GPU nodes only")
+    if kind == "node-down":
+        if gpu is not None:
+            raise LabRequestRefused(
+                f"{host}/{gpu}", "node-down stops the node's exporters: give no GPU index"
+            )
+    elif gpu is None:
+        raise LabRequestRefused(host, f"{kind} needs a GPU index 0..{GPUS_PER_NODE - 1}")
+    elif not gpu.isdigit() or not 0 <= int(gpu) < GPUS_PER_NODE:
+        raise LabRequestRefused(f"{host}/{gpu}", f"no such GPU: give an index 0..{GPUS_PER_NODE - 1}")
+    for flag, value, kinds in (("--code", code, CODE_KINDS), ("--rate", rate, RATE_KINDS)):
+        if value is None:
+            continue
+        if clear:
+            raise LabRequestRefused(f"{flag} {value}", "not used with --clear")
+        if kind not in kinds:
+            raise LabRequestRefused(f"{flag} {value}", f"is for {' and '.join(kinds)} only, not {kind}")
+    if code is not None and not 1 <= code <= 999:
+        raise LabRequestRefused(f"--code {code}", "an XID code is 1..999")
+    if rate is not None and not (math.isfinite(rate) and 0 < rate <= 1e6):
+        raise LabRequestRefused(
+            f"--rate {rate}", "must be a number of errors per second above 0 (at most 1e6)"
+        )
+
+
 def inject(
     paths: LabPaths,
     kind: str,
@@ -80,15 +122,11 @@ def inject(
     code: int | None = None,
     rate: float | None = None,
 ) -> FaultResult:
-    if kind not in KINDS:
-        raise LabError(kind, f"unknown fault (kinds: {', '.join(KINDS)})")
+    check_fault(kind, host, gpu, clear=clear, code=code, rate=rate)
     h = host_by_name(host)
-    if not h.gpu_node:
-        raise LabError(host, "faults are injected on GPU nodes only")
     if kind == "node-down":
         return _node_down(paths, h.name, h.ip, clear=clear)
-    if gpu is None or not gpu.isdigit() or not 0 <= int(gpu) < GPUS_PER_NODE:
-        raise LabError(f"{host}/{gpu}", f"give a GPU index 0..{GPUS_PER_NODE - 1}")
+    assert gpu is not None  # noqa: S101 - check_fault refuses a GPU fault without an index
     argv = ["python3", "-", "clear" if clear else "set", kind, str(int(gpu)), "--state", FAULTS_FILE]
     if code is not None and not clear:
         argv += ["--code", str(int(code))]

@@ -6,7 +6,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from vigil.installer.lab.errors import LabError
+from vigil.installer.lab.errors import LabError, LabRequestRefused
 from vigil.installer.lab.hosts import GPUS_PER_NODE, HOSTS, USERS, host_by_name
 from vigil.installer.lab.paths import LabPaths
 from vigil.installer.lab.slurm import PARTITION
@@ -43,14 +43,14 @@ def _controller_ip() -> str:
 def sbatch_command(*, account: str, user: str, gpus: int, seconds: int, node: str | None) -> str:
     """The shell command run on the controller (checked arguments only; everything quoted)."""
     if not _NAME.match(account):
-        raise LabError(account, "account must be letters, digits, '_', '.', '-' (at most 64)")
+        raise LabRequestRefused(f"--account {account!r}", "must be 1-64 letters, digits, '_', '.', '-'")
     known = {u for u, _ in USERS} | {"root"}
     if user not in known:
-        raise LabError(user, f"no such lab user (users: {', '.join(sorted(known))})")
+        raise LabRequestRefused(f"--user {user!r}", f"no such lab user (users: {', '.join(sorted(known))})")
     if not 1 <= gpus <= GPUS_PER_NODE:
-        raise LabError(str(gpus), f"--gpus must be 1..{GPUS_PER_NODE} (GPUs per lab node)")
+        raise LabRequestRefused(f"--gpus {gpus}", f"must be 1..{GPUS_PER_NODE} (GPUs per lab node)")
     if not 1 <= seconds <= 7 * 86400:
-        raise LabError(str(seconds), "--seconds must be 1..604800")
+        raise LabRequestRefused(f"--seconds {seconds}", "must be 1..604800")
     argv = [
         "sbatch",
         "--parsable",
@@ -63,9 +63,12 @@ def sbatch_command(*, account: str, user: str, gpus: int, seconds: int, node: st
         f"--job-name=vigil-lab-{account}",
     ]
     if node is not None:
-        h = host_by_name(node)
+        try:
+            h = host_by_name(node)
+        except LabError as exc:
+            raise LabRequestRefused(exc.obj, exc.reason) from None
         if not h.gpu_node:
-            raise LabError(node, "not a GPU node")
+            raise LabRequestRefused(f"--node {node}", "not a GPU node")
         argv.append(f"--nodelist={h.name}")
     argv += ["--wrap", f"sleep {seconds}"]
     cmd = " ".join(shlex.quote(a) for a in argv)

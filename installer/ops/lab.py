@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from vigil.installer import lab
-from vigil.installer.lab.faults import FaultResult, inject
+from vigil.installer.lab.faults import FaultResult, check_fault, inject
 from vigil.installer.lab.jobs import Job, submit
 from vigil.installer.ops._invocation import Invocation
 
@@ -68,7 +68,9 @@ def lab_fault(
     """``lab.fault``: inject (or clear) a simulated GPU fault or a node-down."""
     where = f"{host}/{gpu}" if gpu is not None else host
     inv.object = f"lab/fault/{kind}/{where}"
-    inv.details.update(kind=kind, host=host, gpu=gpu, clear=clear, code=code, rate=rate)
+    inv.details.update(kind=kind, host=host, gpu=gpu, clear=clear, code=code)
+    check_fault(kind, host, gpu, clear=clear, code=code, rate=rate)  # before a value goes into the record
+    inv.details.update(rate=rate)
     res = inject(lab.LabPaths.from_env(), kind, host, gpu, clear=clear, code=code, rate=rate)
     inv.details.update(state=res.state)
     return res

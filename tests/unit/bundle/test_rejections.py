@@ -237,7 +237,16 @@ def test_trailing_garbage(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
 def test_not_a_bundle(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     p = env.out / "vigil-2-amd64.bundle"
     p.write_bytes(b"\x7fELF" + bytes(2000))
-    assert_rejected(env, p, capsys, p.name, "corrupt tar header")
+    assert_rejected(env, p, capsys, p.name, "not a vigil bundle: not a tar archive")
+
+
+def test_damaged_tar_header(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    """A real bundle whose first header lost a byte is a damaged bundle, not "not a bundle"."""
+    b = craft_bundle(env.out, [env.key], version=2)
+    data = bytearray(b.path.read_bytes())
+    data[20] ^= 0x01  # inside the first member's name field: its checksum no longer matches
+    b.path.write_bytes(bytes(data))
+    assert_rejected(env, b.path, capsys, b.path.name, "corrupt tar header: checksum mismatch")
 
 
 # 3-5: manifest content
