@@ -8,6 +8,7 @@ any change; 4 the playbook run, its events scored live; 5 a recap per host.
 from __future__ import annotations
 
 import queue
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,25 +64,39 @@ def plan_deploy(
     tags: str | None = None,
     check: bool = False,
 ) -> DeployPlan:
-    """Steps 1-3: everything that can be known to be wrong before a change is made."""
+    """Steps 1-3: everything that can be known to be wrong before a change is made.
+
+    The run's directory is made here (0700): the bundle's Ansible content is copied into it while
+    it is re-verified, and the run uses that copy (``--ansible-dir`` replaces it, for development).
+    """
     inv = load_inventory(inventory, limit=limit)
-    stored = open_stored(BundleStore(home), trust, version)
-    content = ansible_dir or stored.ansible_dir
-    if not (content / "playbooks" / "site.yml").is_file():
-        raise DeployError(
-            str(content),
-            "has no playbooks/site.yml (a bundle built before the roles existed? build a new one)",
+    run_id = new_run_id()
+    run_dir = home / "runs" / run_id
+    run_dir.parent.mkdir(mode=0o750, parents=True, exist_ok=True)
+    run_dir.mkdir(mode=0o700)
+    try:
+        stored = open_stored(
+            BundleStore(home), trust, version, copy_ansible_to=None if ansible_dir else run_dir / "project"
         )
-    unreachable = ping_hosts(runs_dir=home / "runs", inventory=inv.path, limit=limit)
-    if unreachable:
-        host = sorted(unreachable)[0]
-        more = f" (and {len(unreachable) - 1} more)" if len(unreachable) > 1 else ""
-        raise DeployError(f"host {host}", f"unreachable: {unreachable[host]}{more}; nothing was changed")
+        content = ansible_dir or stored.ansible_dir
+        if not (content / "playbooks" / "site.yml").is_file():
+            raise DeployError(
+                str(content),
+                "has no playbooks/site.yml (a bundle built before the roles existed? build a new one)",
+            )
+        unreachable = ping_hosts(runs_dir=home / "runs", inventory=inv.path, limit=limit)
+        if unreachable:
+            host = sorted(unreachable)[0]
+            more = f" (and {len(unreachable) - 1} more)" if len(unreachable) > 1 else ""
+            raise DeployError(f"host {host}", f"unreachable: {unreachable[host]}{more}; nothing was changed")
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)  # nothing ran: no run to keep
+        raise
     return DeployPlan(
         inventory=inv,
         bundle=stored,
         ansible_dir=content,
-        run_id=new_run_id(),
+        run_id=run_id,
         limit=limit,
         tags=tags,
         check=check,

@@ -2,17 +2,28 @@
 
 Before a deploy uses an imported bundle, its manifest is checked again against the installed
 trust root and every file in the store is re-hashed against it: the store sits on the admin
-host's disk between import and deploy, and "verify before use" means at use.
+host's disk between import and deploy, and "verify before use" means at use. So:
+
+1. the manifest's signatures against the trust root, and its version against the directory;
+2. nothing in the bundle's directory that the manifest does not list (no added file, no link:
+   an ``ansible.cfg`` dropped beside the playbooks would otherwise be read by Ansible);
+3. every listed file re-hashed; the Ansible content is copied while it is hashed into a private
+   directory of the run (0700), and the run uses that copy, so what runs is what was checked,
+   whatever happens to the store after the check. The artifacts the roles copy to the hosts are
+   checked again there, against the manifest's sha256, after the copy.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+from contextlib import nullcontext
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
+from vigil.basics.atomic import atomic_writer
 from vigil.basics.errors import VigilError
 from vigil.bundle.errors import TamperedFile
 from vigil.bundle.manifest import Manifest, parse_manifest
@@ -35,13 +46,22 @@ class StoredBundle:
     manifest: Manifest
     manifest_sha256: str
 
+    #: the private copy of the Ansible content, when one was made (see :func:`open_stored`)
+    private_ansible: Path | None = None
+
     @property
     def ansible_dir(self) -> Path:
-        return self.files / "ansible"
+        return self.private_ansible or self.files / "ansible"
 
 
-def open_stored(store: BundleStore, trust: TrustRoot, version: int | None = None) -> StoredBundle:
-    """The imported bundle to deploy (default: the highest imported), re-verified."""
+def open_stored(
+    store: BundleStore, trust: TrustRoot, version: int | None = None, *, copy_ansible_to: Path | None = None
+) -> StoredBundle:
+    """The imported bundle to deploy (default: the highest imported), re-verified.
+
+    With ``copy_ansible_to`` (a directory that must not exist), the files under ``ansible/`` are
+    copied there while they are hashed; ``StoredBundle.ansible_dir`` is then that copy.
+    """
     versions = store.versions()
     if not versions:
         raise DeployError(str(store.root), "no bundle imported; run `vigil bundle import BUNDLE` first")
@@ -56,25 +76,63 @@ def open_stored(store: BundleStore, trust: TrustRoot, version: int | None = None
         Minisig.parse(p.read_bytes(), where=f"{root.name}/signatures/{p.name}")
         for p in sorted((root / "signatures").glob("*.minisig"))
     ]
-    trust.verify_minisigs(raw, sigs, what=f"{root}/manifest.json")
+    trust.verify_minisigs(raw, sigs, what=f"{root}/manifest.json")  # 1
     manifest = parse_manifest(raw)
     if manifest.version != chosen:
         raise TamperedFile(str(root), f"holds a manifest for version {manifest.version}")
     files = root / "files"
-    for entry in manifest.files:
+    _refuse_unlisted(files, {entry.path for entry in manifest.files})  # 2
+    if copy_ansible_to is not None:
+        copy_ansible_to.mkdir(mode=0o700)
+    for entry in manifest.files:  # 3
         path = files / entry.path
-        h = hashlib.sha256()
-        size = 0
-        try:
-            with open(path, "rb") as fh:
-                while chunk := fh.read(CHUNK):
-                    h.update(chunk)
-                    size += len(chunk)
-        except OSError as exc:
-            raise TamperedFile(str(path), f"cannot read: {exc.strerror}") from None
-        if size != entry.size or h.hexdigest() != entry.sha256:
+        copy = None
+        if copy_ansible_to is not None and entry.path.startswith("ansible/"):
+            copy = copy_ansible_to / entry.path.removeprefix("ansible/")
+            copy.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _check_file(path, entry.size, entry.sha256, copy, mode=entry.mode)
+    return StoredBundle(chosen, root, files, manifest, hashlib.sha256(raw).hexdigest(), copy_ansible_to)
+
+
+def _refuse_unlisted(files: Path, listed: set[str]) -> None:
+    """Step 2: the bundle's directory holds the manifest's files, the directories above them, nothing else."""
+    dirs: set[str] = set()
+    for p in listed:
+        dirs.update(str(parent) for parent in PurePosixPath(p).parents)
+    for dirpath, dirnames, filenames in os.walk(files):  # os.walk does not follow links
+        base = Path(dirpath)
+        for name in dirnames + filenames:
+            path = base / name
+            rel = path.relative_to(files).as_posix()
+            if path.is_symlink():
+                raise TamperedFile(str(path), "is a link in the store; the signed manifest lists no links")
+            if name in dirnames and rel not in dirs:
+                raise TamperedFile(str(path), "is a directory the signed manifest does not list")
+            if name in filenames and rel not in listed:
+                raise TamperedFile(
+                    str(path), "is not in the signed manifest (added to the store after import)"
+                )
+
+
+def _check_file(path: Path, size: int, sha256: str, copy: Path | None, *, mode: int) -> None:
+    """Step 3 for one file: hash it (not following a link), and copy the bytes hashed when asked."""
+    h = hashlib.sha256()
+    done = 0
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise TamperedFile(str(path), f"cannot read: {exc.strerror}") from None
+    with (
+        open(fd, "rb") as fh,
+        atomic_writer(copy, mode=mode & 0o755, fsync=False) if copy else nullcontext() as out,
+    ):
+        while chunk := fh.read(CHUNK):
+            h.update(chunk)
+            done += len(chunk)
+            if out is not None:
+                out.write(chunk)
+        if done != size or h.hexdigest() != sha256:
             raise TamperedFile(str(path), "changed in the store since it was imported")
-    return StoredBundle(chosen, root, files, manifest, hashlib.sha256(raw).hexdigest())
 
 
 def artifact_vars(bundle: StoredBundle) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from vigil.basics.atomic import write_file_atomic
 from vigil.installer.deploy.artifacts import DeployError
 
 COUNTS = ("ok", "changed", "failed", "unreachable", "skipped")
@@ -135,10 +136,21 @@ def new_run_id() -> str:
     return f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(2)}"
 
 
-def _environment(roles_path: Path) -> dict[str, str]:
+#: the whole Ansible configuration of a run; every setting vigil needs is in the environment below
+_CONFIG = b"""# Written by vigil deploy. ANSIBLE_CONFIG names this file, so Ansible reads no other
+# ansible.cfg: none from the working directory, the bundle's content or the store.
+# The settings are in the run's environment.
+[defaults]
+"""
+
+
+def _environment(roles_path: Path, run_dir: Path) -> dict[str, str]:
     venv_bin = str(Path(sys.executable).parent)
+    config = run_dir / "ansible.cfg"
+    write_file_atomic(config, _CONFIG, mode=0o600, fsync=False)
     return {
         "PATH": f"{venv_bin}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "ANSIBLE_CONFIG": str(config),
         "ANSIBLE_ROLES_PATH": str(roles_path),
         "ANSIBLE_HOST_KEY_CHECKING": "True",
         "ANSIBLE_RETRY_FILES_ENABLED": "False",
@@ -219,7 +231,7 @@ def start_playbook(
     run_id = run_id or new_run_id()
     runs_dir.mkdir(mode=0o750, parents=True, exist_ok=True)
     run_dir = runs_dir / run_id
-    run_dir.mkdir(mode=0o750)
+    run_dir.mkdir(mode=0o700, exist_ok=True)  # the plan may have made it, for the private Ansible copy
     progress = Progress()
     cancel = threading.Event()
 
@@ -238,7 +250,7 @@ def start_playbook(
         limit=limit,
         tags=tags,
         cmdline="--check --diff" if check else None,
-        envvars=_environment(ansible_dir / "roles"),
+        envvars=_environment(ansible_dir / "roles", run_dir),
         event_handler=handler,
         cancel_callback=cancel.is_set,
         quiet=True,
@@ -263,7 +275,7 @@ def ping_hosts(*, runs_dir: Path, inventory: Path, limit: str | None = None) -> 
 
     runs_dir.mkdir(mode=0o750, parents=True, exist_ok=True)
     run_dir = runs_dir / f"{new_run_id()}-preflight"
-    run_dir.mkdir(mode=0o750)
+    run_dir.mkdir(mode=0o700)
     progress = Progress()
 
     def handler(event: dict[str, Any]) -> bool:
@@ -276,7 +288,7 @@ def ping_hosts(*, runs_dir: Path, inventory: Path, limit: str | None = None) -> 
         module="ping",
         inventory=str(inventory.resolve()),
         limit=limit,
-        envvars=_environment(run_dir),
+        envvars=_environment(run_dir, run_dir),
         event_handler=handler,
         quiet=True,
         artifact_dir=str(run_dir),

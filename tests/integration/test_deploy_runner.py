@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import queue
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.factories import craft_bundle, make_key, make_trust
+from tests.factories import Member, craft_bundle, default_members, make_key, make_trust
 from vigil.installer import ops
 from vigil.installer.cli import main
 from vigil.installer.deploy import DeployError
@@ -221,3 +222,126 @@ def test_a_run_can_be_cancelled(site: dict[str, Path]) -> None:
     assert list(site["marker"].iterdir()) == []  # the task after the long one never ran
     failure = ops.deploy_failure(result)
     assert failure is not None and "ansible status canceled" in str(failure)
+
+
+# Issue 11, finding 3: deploy ran files the manifest never listed, and checked before use instead of at use.
+
+
+@pytest.fixture
+def bundled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """A store holding a bundle whose own Ansible content writes a marker; an inventory of one local host."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("VIGIL_HOME", str(home))
+    key = make_key(tmp_path, "k")
+    make_trust(tmp_path / "trust.json", [key])
+    marker = tmp_path / "markers"
+    marker.mkdir()
+    play = textwrap.dedent("""\
+        - name: Signed play
+          hosts: all
+          gather_facts: false
+          tasks:
+            - name: Leave the signed marker
+              ansible.builtin.copy:
+                content: "signed\\n"
+                dest: "{{ marker_dir }}/{{ inventory_hostname }}.signed"
+                mode: "0644"
+    """)
+    members = [*default_members(), Member("ansible/playbooks/site.yml", play.encode())]
+    b = craft_bundle(tmp_path / "out", [key], version=3, members=members)
+    assert main(["trust", "install", str(tmp_path / "trust.json")]) == 0
+    assert main(["bundle", "import", str(b.path)]) == 0
+    inv = tmp_path / "inv"
+    inv.mkdir()
+    (inv / "hosts.yml").write_text(
+        textwrap.dedent(f"""
+        all:
+          vars:
+            ansible_connection: local
+            ansible_python_interpreter: {sys.executable}
+            marker_dir: {marker}
+          children:
+            monitoring:
+              hosts:
+                mon01: {{ansible_host: 127.0.0.1}}
+    """)
+    )
+    evil = tmp_path / "evil.sh"
+    evil.write_text(f"#!/bin/sh\ntouch {marker}/evil-ran\necho pw\n")
+    evil.chmod(0o755)
+    return {
+        "home": home,
+        "inv": inv,
+        "marker": marker,
+        "evil": evil,
+        "ansible": home / "bundles" / "3" / "files" / "ansible",
+    }
+
+
+def test_a_file_added_to_the_store_is_refused_not_run(
+    bundled: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: the added ansible.cfg was read and its vault password script ran as root; deploy said OK."""
+    added = bundled["ansible"] / "playbooks" / "ansible.cfg"
+    added.write_text(f"[defaults]\nvault_password_file = {bundled['evil']}\n")
+    capsys.readouterr()
+    rc = main(["deploy", "-i", str(bundled["inv"])])
+    err = capsys.readouterr().err.strip()
+    assert (rc, err) == (1, f"FAIL: {added}: is not in the signed manifest (added to the store after import)")
+    assert list(bundled["marker"].iterdir()) == []
+    assert not list((bundled["home"] / "runs").glob("*/project"))  # nothing kept of a plan that failed
+    added.unlink()
+    link = bundled["ansible"] / "roles"
+    link.symlink_to("/etc")
+    rc = main(["deploy", "-i", str(bundled["inv"])])
+    assert (rc, capsys.readouterr().err.strip()) == (
+        1,
+        f"FAIL: {link}: is a link in the store; the signed manifest lists no links",
+    )
+
+
+def test_what_runs_is_what_was_checked_even_if_the_store_changes_after_the_check(
+    bundled: dict[str, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: site.yml replaced in the store during the preflight ping was run, and deploy printed OK."""
+    import vigil.installer.deploy as deploy_pkg
+
+    real_ping = deploy_pkg.ping_hosts
+    site = bundled["ansible"] / "playbooks" / "site.yml"
+
+    def ping_then_swap(**kwargs: Any) -> dict[str, str]:
+        site.write_text(site.read_text().replace("signed", "swapped"))  # after the re-check, before the run
+        return real_ping(**kwargs)
+
+    monkeypatch.setattr(deploy_pkg, "ping_hosts", ping_then_swap)
+    rc, out = deploy_json(bundled, capsys)
+    assert rc == 0, out
+    assert sorted(p.name for p in bundled["marker"].iterdir()) == ["mon01.signed"]
+    project = Path(out["run_dir"]) / "project"
+    assert "swapped" not in (project / "playbooks" / "site.yml").read_text()
+    assert oct(Path(out["run_dir"]).stat().st_mode & 0o777) == "0o700"
+    # the swap is caught at the next deploy's check
+    monkeypatch.setattr(deploy_pkg, "ping_hosts", real_ping)
+    rc, out = deploy_json(bundled, capsys)
+    assert rc == 1 and out["stderr"].strip() == f"FAIL: {site}: changed in the store since it was imported"
+
+
+def test_no_ansible_cfg_but_the_runs_own_is_read(
+    bundled: dict[str, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ansible.cfg in the working directory (or a signed one in the content) is not Ansible's config."""
+    monkeypatch.chdir(bundled["marker"].parent)
+    Path("ansible.cfg").write_text(f"[defaults]\nvault_password_file = {bundled['evil']}\n")
+    monkeypatch.setenv("ANSIBLE_CONFIG", str(Path("ansible.cfg").resolve()))  # not even when named
+    rc, out = deploy_json(bundled, capsys)
+    assert rc == 0, out
+    assert not (bundled["marker"] / "evil-ran").exists()
+    cfg = Path(out["run_dir"]) / "ansible.cfg"
+    assert oct(cfg.stat().st_mode & 0o777) == "0o600" and "vault" not in cfg.read_text()
+
+
+def deploy_json(bundled: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
+    capsys.readouterr()
+    rc = main(["deploy", "-i", str(bundled["inv"]), "--json"])
+    out = capsys.readouterr()
+    return rc, (json.loads(out.out) if out.out.strip() else {"stderr": out.err})
