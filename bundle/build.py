@@ -1,8 +1,8 @@
 """Build a signed bundle from staged files.
 
-1 SBOM of the staged components; 2 payload (deterministic tar.zst) with every file's and
-the payload's own SHA-256; 3 manifest; 4 one minisign signature per key; 5 the bundle
-file, written under a temporary name and renamed into place.
+1 SBOM of the staged components; 2 payload (deterministic tar.zst) with every file's, every
+frame's (the frame table) and the payload's own SHA-256; 3 manifest; 4 one minisign
+signature per key; 5 the bundle file, written under a temporary name and renamed into place.
 
 With the same inputs and ``SOURCE_DATE_EPOCH``, two builds give byte-identical bundles:
 entries are sorted, times come from ``SOURCE_DATE_EPOCH``, owners and modes are fixed,

@@ -135,6 +135,12 @@ def _parse_header(block: bytes, where: str) -> tuple[str, int] | None:
     return text, _parse_number(block[124:136], "size", where)
 
 
+def read_ustar_header(block: bytes, where: str) -> tuple[str, int] | None:
+    """(name, size) of one strict ustar header of a regular file, None for a zero block; raises
+    BundleRejected for anything else. For reading untrusted tar headers without ``tarfile``."""
+    return _parse_header(block, where)
+
+
 class BundleReader:
     """Reads a bundle's layout without trusting any of it."""
 

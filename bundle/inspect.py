@@ -13,6 +13,7 @@ from vigil.bundle.manifest import parse_manifest
 from vigil.bundle.payload import read_leading_member
 from vigil.bundle.sbom import SBOM_PATH, summarize_sbom
 from vigil.bundle.signing import Minisig
+from vigil.bundle.verify import in_bundle
 
 
 def inspect_bundle(path: Path) -> dict[str, Any]:
@@ -22,7 +23,7 @@ def inspect_bundle(path: Path) -> dict[str, Any]:
         try:
             manifest = parse_manifest(reader.manifest_bytes)
         except BundleRejected as exc:
-            raise BundleRejected(f"{reader.name}: {exc.obj}", exc.reason) from None
+            raise in_bundle(reader.name, exc) from None
         signers = []
         for key_id, raw in sorted(reader.signatures.items()):
             try:
@@ -30,7 +31,9 @@ def inspect_bundle(path: Path) -> dict[str, Any]:
                 signers.append({"key_id": sig.key_id_hex, "trusted_comment": sig.trusted_comment})
             except BundleRejected:
                 signers.append({"key_id": key_id, "trusted_comment": "(unreadable signature)"})
-        sbom_bytes = read_leading_member(reader.payload_chunks(), manifest.payload.frames, SBOM_PATH)
+        sbom_bytes = read_leading_member(
+            reader.payload_chunks(), manifest.payload, SBOM_PATH, where=f"{reader.name}: payload.tar.zst"
+        )
     per_component: dict[str, dict[str, Any]] = defaultdict(lambda: {"files": 0, "bytes": 0})
     for f in manifest.files:
         per_component[f.component]["files"] += 1

@@ -1,8 +1,10 @@
 """The bundle manifest: what a bundle holds, byte for byte, and for how long it is good.
 
 The manifest is JSON with sorted keys (so the same inputs give the same bytes). It is the
-only thing the signatures cover; it pins the compressed payload's size and SHA-256 and
-every payload file's path, size, mode and SHA-256, so every byte of a bundle is covered.
+only thing the signatures cover; it pins the compressed payload's size and SHA-256, each
+zstd frame's compressed size, SHA-256 and uncompressed size (the frame table), and every
+payload file's path, size, mode and SHA-256, so every byte of a bundle is covered, and every
+frame is authenticated before a decompressor sees it.
 """
 
 from __future__ import annotations
@@ -16,11 +18,26 @@ from typing import Any
 
 from vigil.bundle.errors import BundleRejected
 
-FORMAT = "vigil-bundle/1"
+FORMAT = "vigil-bundle/2"
+#: formats this vigil refuses, and why (the refusal names the bundle: it must be rebuilt)
+RETIRED_FORMATS = {
+    "vigil-bundle/1": "its payload frames are not signed one by one, so a swapped frame would reach "
+    "the decompressor and the tar parser before any signed digest is compared",
+}
 MAX_MANIFEST_BYTES = 64 << 20
-MAX_FRAME_BYTES = 64 << 20
+MAX_FRAME_BYTES = 16 << 20  # the builder writes 4 MiB; this caps what one frame may make us hold
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _VERSION = re.compile(r"^\d+(\.\d+)*$")
+#: the only modes a payload file may have (what the builder writes)
+FILE_MODES = (0o644, 0o755)
+#: a path's length and each of its components', in UTF-8 bytes (NAME_MAX is 255; the store and the
+#: hosts put a prefix in front, so a whole path stays well below PATH_MAX)
+MAX_PATH_BYTES = 1024
+MAX_NAME_BYTES = 255
+#: what signed JSON (a manifest, a trust root) may hold: no deeper nesting, no longer integers
+MAX_JSON_DEPTH = 32
+MAX_INT_DIGITS = 20
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -48,11 +65,26 @@ class ComponentEntry:
 
 @dataclass(frozen=True)
 class PayloadEntry:
+    """The payload and its frame table: three lists, one entry per zstd frame, in order."""
+
     size: int
     sha256: str
     frames: tuple[int, ...]  # compressed size of each zstd frame, in order
     frame_bytes: int  # the most uncompressed bytes one frame may hold
+    frame_sha256: tuple[str, ...]  # SHA-256 of each frame's compressed bytes
+    frame_content_sizes: tuple[int, ...]  # uncompressed size of each frame (its zstd content size)
     compression: str = "zstd"
+
+
+class RetiredFormat(BundleRejected):
+    """A manifest in a format this vigil no longer accepts: the bundle must be rebuilt."""
+
+
+def zstd_bound(size: int) -> int:
+    """The most bytes zstd may write for ``size`` bytes of input, frame header and checksum included
+    (``ZSTD_COMPRESSBOUND`` of zstd.h); a frame larger than this is not what a compressor wrote."""
+    small = ((128 << 10) - size) >> 11 if size < (128 << 10) else 0
+    return size + (size >> 8) + small
 
 
 @dataclass
@@ -155,41 +187,80 @@ def _bad(name: str, reason: str) -> BundleRejected:
     return BundleRejected("manifest.json", f"malformed: field '{name}' {reason}")
 
 
+class StrictJSONError(ValueError):
+    """Bytes that are JSON, but not JSON vigil takes from a signed document (the message says why)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:  # another reader would take the other value
+            raise StrictJSONError(f"duplicate key {key[:80]!r}")
+        obj[key] = value
+    return obj
+
+
+def _short_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise StrictJSONError(f"integer with {digits} digits (at most {MAX_INT_DIGITS})")
+    return int(text)
+
+
+def _no_constant(name: str) -> Any:
+    raise StrictJSONError(f"{name} is not JSON")
+
+
+def loads_strict(data: bytes) -> Any:
+    """Parse signed JSON: UTF-8, no duplicate keys, no NaN or infinity, integers of at most
+    ``MAX_INT_DIGITS`` digits, nesting at most ``MAX_JSON_DEPTH`` deep.
+
+    Raises ``UnicodeDecodeError``, ``json.JSONDecodeError`` or :class:`StrictJSONError`.
+    """
+    text = data.decode("utf-8")
+    try:
+        doc = json.loads(
+            text, object_pairs_hook=_unique_keys, parse_int=_short_int, parse_constant=_no_constant
+        )
+    except RecursionError:
+        raise StrictJSONError(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth + 1 > MAX_JSON_DEPTH:
+                    raise StrictJSONError(f"nested deeper than {MAX_JSON_DEPTH} levels")
+                stack.append((child, depth + 1))
+    return doc
+
+
 def parse_manifest(data: bytes) -> Manifest:
     """Parse and type-check manifest bytes; raise BundleRejected naming the first bad field."""
     try:
-        doc = json.loads(data.decode("utf-8"))
+        doc = loads_strict(data)
     except UnicodeDecodeError:
         raise BundleRejected("manifest.json", "malformed: not UTF-8") from None
     except json.JSONDecodeError as exc:
         raise BundleRejected(
             "manifest.json", f"malformed: not JSON ({exc.msg} at line {exc.lineno})"
         ) from None
+    except StrictJSONError as exc:
+        raise BundleRejected("manifest.json", f"malformed: {exc}") from None
     top = _Fields(doc, "")
     fmt = top.str("format")
+    if fmt in RETIRED_FORMATS:
+        number = fmt.rpartition("/")[2]
+        raise RetiredFormat(
+            "manifest.json",
+            f"format {number} is no longer accepted: {RETIRED_FORMATS[fmt]}, rebuild with this vigil",
+        )
     if fmt != FORMAT:
         raise BundleRejected(
-            "manifest.json", f"format {fmt!r} is not {FORMAT!r}; a newer vigil may be needed"
+            "manifest.json", f"format {fmt[:80]!r} is not {FORMAT!r}; a newer vigil may be needed"
         )
-    pay = _Fields(top._get("payload"), "payload")
-    frames = pay.list("frames")
-    if not frames or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in frames):
-        raise _bad("payload.frames", "must be a non-empty list of positive integers")
-    payload = PayloadEntry(
-        size=pay.int("size"),
-        sha256=pay.str("sha256", pattern=_SHA256),
-        frames=tuple(frames),
-        frame_bytes=pay.int("frame_bytes", minimum=1),
-        compression=pay.str("compression"),
-    )
-    if payload.compression != "zstd":
-        raise _bad("payload.compression", f"is {payload.compression!r}, only 'zstd' is read")
-    if sum(payload.frames) != payload.size:
-        raise _bad(
-            "payload.frames", f"add up to {sum(payload.frames)} bytes, not the payload's {payload.size}"
-        )
-    if payload.frame_bytes > MAX_FRAME_BYTES:
-        raise _bad("payload.frame_bytes", f"is larger than {MAX_FRAME_BYTES}")
+    payload = _parse_payload(_Fields(top._get("payload"), "payload"))
     components = []
     for i, raw in enumerate(top.list("components")):
         c = _Fields(raw, f"components[{i}]")
@@ -241,6 +312,59 @@ def parse_manifest(data: bytes) -> Manifest:
     return manifest
 
 
+def _parse_payload(pay: _Fields) -> PayloadEntry:
+    """The payload entry and its frame table, each frame checked against zstd's bound."""
+    frames = pay.list("frames")
+    if not frames or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in frames):
+        raise _bad("payload.frames", "must be a non-empty list of positive integers")
+    digests = pay.list("frame_sha256")
+    if len(digests) != len(frames) or not all(isinstance(d, str) and _SHA256.match(d) for d in digests):
+        raise _bad("payload.frame_sha256", f"must list {len(frames)} SHA-256 digests, one per frame")
+    contents = pay.list("frame_content_sizes")
+    if len(contents) != len(frames) or not all(
+        isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in contents
+    ):
+        raise _bad("payload.frame_content_sizes", f"must list {len(frames)} positive integers, one per frame")
+    payload = PayloadEntry(
+        size=pay.int("size"),
+        sha256=pay.str("sha256", pattern=_SHA256),
+        frames=tuple(frames),
+        frame_bytes=pay.int("frame_bytes", minimum=1),
+        frame_sha256=tuple(digests),
+        frame_content_sizes=tuple(contents),
+        compression=pay.str("compression"),
+    )
+    if payload.compression != "zstd":
+        raise _bad("payload.compression", f"is {payload.compression!r}, only 'zstd' is read")
+    if sum(payload.frames) != payload.size:
+        raise _bad(
+            "payload.frames", f"add up to {sum(payload.frames)} bytes, not the payload's {payload.size}"
+        )
+    if payload.frame_bytes > MAX_FRAME_BYTES:
+        raise _bad("payload.frame_bytes", f"is larger than {MAX_FRAME_BYTES}")
+    last = len(frames) - 1
+    for i, (size, content) in enumerate(zip(payload.frames, payload.frame_content_sizes, strict=True)):
+        if content > payload.frame_bytes:
+            raise BundleRejected(
+                "manifest.json",
+                f"malformed: payload.tar.zst frame {i} holds {content} bytes, "
+                f"more than {payload.frame_bytes} (payload.frame_bytes)",
+            )
+        if i < last and content != payload.frame_bytes:
+            raise BundleRejected(
+                "manifest.json",
+                f"malformed: payload.tar.zst frame {i} holds {content} bytes; every frame but the "
+                f"last holds {payload.frame_bytes} (payload.frame_bytes)",
+            )
+        if size > zstd_bound(content):
+            raise BundleRejected(
+                "manifest.json",
+                f"malformed: payload.tar.zst frame {i} is {size} bytes compressed, more than zstd's "
+                f"bound {zstd_bound(content)} for its {content} bytes",
+            )
+    return payload
+
+
 def check_member_name(name: str) -> str | None:
     """Why ``name`` may not appear in a payload, or None when it is a plain relative path."""
     if not name:
@@ -249,11 +373,21 @@ def check_member_name(name: str) -> str | None:
         return "absolute path"
     if "\\" in name or "\x00" in name:
         return "backslash or NUL in name"
+    if _CONTROL.search(name):
+        return "control character in name"
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "name is not valid UTF-8"
+    if size > MAX_PATH_BYTES:
+        return f"path longer than {MAX_PATH_BYTES} bytes"
     parts = name.split("/")
     if ".." in parts:
         return "'..' in path"
     if any(p in ("", ".") for p in parts):
         return "non-normal path (empty or '.' component)"
+    if any(len(p.encode("utf-8")) > MAX_NAME_BYTES for p in parts):
+        return f"path component longer than {MAX_NAME_BYTES} bytes"
     return None
 
 
@@ -265,6 +399,17 @@ def _check_paths(manifest: Manifest) -> None:
             raise BundleRejected(f"manifest.json: {entry.path[:120]}", problem)
         if entry.path in seen:
             raise BundleRejected(f"manifest.json: {entry.path}", "listed twice")
-        if entry.mode & ~0o777:
-            raise BundleRejected(f"manifest.json: {entry.path}", f"mode {entry.mode:o} has special bits")
+        if entry.mode not in FILE_MODES:
+            raise BundleRejected(
+                f"manifest.json: {entry.path}", f"mode {entry.mode:04o} is not allowed (only 0644 and 0755)"
+            )
         seen.add(entry.path)
+    # a path that is a file and also the directory of another cannot be unpacked: in the order of
+    # their components, whatever lies under a path directly follows it
+    ordered = sorted(manifest.files, key=lambda f: f.path.split("/"))
+    for here, after in zip(ordered, ordered[1:], strict=False):
+        if after.path.startswith(here.path + "/"):
+            raise BundleRejected(
+                f"manifest.json: {here.path}",
+                f"is both a file and a directory ({after.path[:120]!r} is under it)",
+            )

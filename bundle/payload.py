@@ -5,13 +5,21 @@ Writing: entries sorted by path, fixed mtime, uid/gid 0, no user or group names,
 is compressed as its own zstd frame (level 3, content size and checksum in the frame) on a
 pool of threads. Concatenated zstd frames are one valid ``.zst`` stream, so ``zstd -d |
 tar -x`` reads the payload as it is; each frame is compressed alone, so the bytes do not
-depend on the number of threads or cores. The manifest lists the frames' sizes.
+depend on the number of threads or cores. The manifest's frame table lists each frame's
+compressed size, SHA-256 and uncompressed (content) size.
 
 Reading: one streaming pass. The compressed bytes are hashed as they are read (the
-manifest pins their SHA-256) and cut into the signed frame sizes; frames are decompressed
-in parallel (zstd decompression, not SHA-256, is the slow step on machines with SHA
-instructions), each capped at ``FRAME_BYTES`` of output, then parsed as tar in order, and
-every member is checked against the manifest before a byte of it is used.
+manifest pins their SHA-256) and cut into the signed frame sizes. Then, for each frame, on
+a pool of threads, in this order (the numbers are the verifier's step 7):
+
+7a. its SHA-256 against the signed frame table: no unsigned byte reaches zstd;
+7b. its zstd header: one frame, the signed content size, a checksum, no dictionary;
+7c. decompression into exactly the signed content size; bytes after the zstd frame inside
+    the signed frame are refused, not skipped;
+
+then the frames' output is parsed as tar in order, every member checked against the
+manifest before a byte of it is used (7d), and after the end-of-archive blocks only zeros
+up to the next tar record may follow, ending exactly where the frame table says (7e).
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ import os
 import tarfile
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +37,9 @@ from typing import BinaryIO, Protocol
 
 import zstandard
 
+from vigil.bundle.container import read_ustar_header
 from vigil.bundle.errors import BundleError, BundleRejected, TamperedFile
-from vigil.bundle.manifest import MAX_FRAME_BYTES, FileEntry, Manifest, PayloadEntry, check_member_name
+from vigil.bundle.manifest import FileEntry, Manifest, PayloadEntry, check_member_name
 
 CHUNK = 1 << 20
 ZSTD_LEVEL = 3
@@ -66,6 +75,15 @@ class PayloadFile(Protocol):
 
 
 @dataclass(frozen=True)
+class Frame:
+    """One compressed frame and what the frame table says of it."""
+
+    data: bytes
+    sha256: str
+    content_size: int
+
+
+@dataclass(frozen=True)
 class WrittenFile:
     path: str
     size: int
@@ -95,17 +113,19 @@ class _FrameWriter:
         self.sink = sink
         self.pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="vigil-zstd")
         self.local = threading.local()
-        self.pending: deque[Future[bytes]] = deque()
+        self.pending: deque[Future[Frame]] = deque()
         self.buf = bytearray()
-        self.frames: list[int] = []
+        self.frames: list[Frame] = []  # the frame table (data dropped once written)
+        self.sizes: list[int] = []
 
-    def _compress(self, piece: bytes) -> bytes:
+    def _compress(self, piece: bytes) -> Frame:
         cctx = getattr(self.local, "cctx", None)
         if cctx is None:
             cctx = self.local.cctx = zstandard.ZstdCompressor(
                 level=ZSTD_LEVEL, write_checksum=True, write_content_size=True
             )
-        return cctx.compress(piece)
+        data = cctx.compress(piece)
+        return Frame(data, hashlib.sha256(data).hexdigest(), len(piece))
 
     def _submit(self, piece: bytes) -> None:
         self.pending.append(self.pool.submit(self._compress, piece))
@@ -114,8 +134,9 @@ class _FrameWriter:
 
     def _drain_one(self) -> None:
         frame = self.pending.popleft().result()
-        self.sink.write(frame)
-        self.frames.append(len(frame))
+        self.sink.write(frame.data)
+        self.frames.append(Frame(b"", frame.sha256, frame.content_size))
+        self.sizes.append(len(frame.data))
 
     def write(self, data: bytes) -> None:
         self.buf += data
@@ -141,6 +162,16 @@ def compress_frames(data: bytes) -> tuple[bytes, tuple[int, ...]]:
     for i in range(0, max(len(data), 1), FRAME_BYTES):
         out.append(cctx.compress(data[i : i + FRAME_BYTES]))
     return b"".join(out), tuple(len(f) for f in out)
+
+
+def frame_table(frames: Sequence[bytes]) -> dict[str, list[int] | list[str]]:
+    """The manifest's frame table for these compressed frames, as the builder writes it (for tests
+    and tools); the content size is the one each frame's zstd header declares."""
+    return {
+        "frames": [len(f) for f in frames],
+        "frame_sha256": [hashlib.sha256(f).hexdigest() for f in frames],
+        "frame_content_sizes": [max(zstandard.frame_content_size(f), 0) for f in frames],
+    }
 
 
 def write_payload(
@@ -212,7 +243,12 @@ def write_payload(
         os.fsync(raw.fileno())
     return (
         PayloadEntry(
-            size=sink.size, sha256=sink.hasher.hexdigest(), frames=tuple(zw.frames), frame_bytes=FRAME_BYTES
+            size=sink.size,
+            sha256=sink.hasher.hexdigest(),
+            frames=tuple(zw.sizes),
+            frame_bytes=FRAME_BYTES,
+            frame_sha256=tuple(f.sha256 for f in zw.frames),
+            frame_content_sizes=tuple(f.content_size for f in zw.frames),
         ),
         written,
     )
@@ -255,43 +291,69 @@ class _PayloadSource:
 
 
 class _FrameReader:
-    """File-like view of the decompressed frames, in order; decompression runs ahead on a pool."""
+    """File-like view of the decompressed frames, in order; decompression runs ahead on a pool.
 
-    def __init__(self, frames: Iterator[bytes], *, frame_bytes: int, where: str) -> None:
-        self.frames = frames
-        self.frame_bytes = frame_bytes
+    Each frame is authenticated against the signed frame table before zstd sees a byte of it
+    (steps 7a-7c). The last few pieces handed out are kept, so that what follows the tar stream can
+    be checked byte for byte even when the tar reader has buffered it (step 7e).
+    """
+
+    KEEP = 2 * CHUNK + tarfile.RECORDSIZE
+
+    def __init__(self, frames: Iterator[bytes], *, payload: PayloadEntry, where: str) -> None:
+        self.frames = enumerate(frames)
+        self.payload = payload
         self.where = where
         self.pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="vigil-unzstd")
         self.local = threading.local()
         self.pending: deque[Future[bytes]] = deque()
         self.current = memoryview(b"")
+        self.delivered = 0  # bytes handed out so far
+        self.recent: deque[bytes] = deque()  # the last pieces handed out, at least KEEP bytes of them
+        self.recent_size = 0
 
-    def _decompress(self, frame: bytes) -> bytes:
-        try:
-            size = zstandard.frame_content_size(frame)
-        except zstandard.ZstdError as exc:
-            raise BundleRejected(self.where, f"corrupt zstd frame ({exc})") from None
-        if size < 0 or size > self.frame_bytes:
-            raise BundleRejected(
-                self.where, f"zstd frame declares {size} bytes, more than {self.frame_bytes}"
+    def _decompress(self, index: int, frame: bytes) -> bytes:
+        where = f"{self.where} frame {index}"
+        # 7a the frame's bytes as signed, before anything parses them
+        digest = hashlib.sha256(frame).hexdigest()
+        signed = self.payload.frame_sha256[index]
+        if digest != signed:
+            raise TamperedFile(
+                where, f"altered: sha256 {digest[:12]}… differs from the signed manifest's {signed[:12]}…"
             )
+        # 7b its zstd header (signed bytes, but a builder's mistake is named here, not in tar)
+        content = self.payload.frame_content_sizes[index]
+        try:
+            params = zstandard.get_frame_parameters(frame)
+        except zstandard.ZstdError as exc:
+            raise BundleRejected(where, f"corrupt zstd frame ({exc})") from None
+        if params.content_size != content:
+            declared = "no size" if params.content_size < 0 else f"{params.content_size} bytes"
+            raise BundleRejected(where, f"zstd frame declares {declared}, the manifest says {content}")
+        if not params.has_checksum or params.dict_id:
+            raise BundleRejected(where, "zstd frame without a checksum or with a dictionary")
+        # 7c exactly the signed content size out, and nothing after the zstd frame
         dctx = getattr(self.local, "dctx", None)
         if dctx is None:
             dctx = self.local.dctx = zstandard.ZstdDecompressor()
         try:
-            out = dctx.decompress(frame, max_output_size=self.frame_bytes)
+            out = dctx.decompress(frame, max_output_size=content, allow_extra_data=False)
         except zstandard.ZstdError as exc:
-            raise BundleRejected(self.where, f"corrupt zstd frame ({exc})") from None
-        if len(out) != size:
-            raise BundleRejected(self.where, f"zstd frame gave {len(out)} bytes, its header says {size}")
+            if "unused data" in str(exc):
+                raise BundleRejected(
+                    where, f"extra data inside the signed frame after its zstd frame ({exc})"
+                ) from None
+            raise BundleRejected(where, f"corrupt zstd frame ({exc})") from None
+        if len(out) != content:
+            raise BundleRejected(where, f"zstd frame gave {len(out)} bytes, the manifest says {content}")
         return out
 
     def _top_up(self) -> None:
         while len(self.pending) < WORKERS + 1:
-            frame = next(self.frames, None)
-            if frame is None:
+            item = next(self.frames, None)
+            if item is None:
                 return
-            self.pending.append(self.pool.submit(self._decompress, frame))
+            self.pending.append(self.pool.submit(self._decompress, *item))
 
     def read(self, n: int = -1) -> bytes:
         while not self.current:
@@ -304,7 +366,19 @@ class _FrameReader:
             data, self.current = bytes(self.current), memoryview(b"")
         else:
             data, self.current = bytes(self.current[:n]), self.current[n:]
+        self.delivered += len(data)
+        self.recent.append(data)
+        self.recent_size += len(data)
+        while self.recent_size - len(self.recent[0]) >= self.KEEP:
+            self.recent_size -= len(self.recent.popleft())
         return data
+
+    def since(self, offset: int) -> bytes:
+        """The bytes handed out from ``offset`` on (only the last ``KEEP`` or more are kept)."""
+        first = self.delivered - self.recent_size
+        if offset < first:
+            raise BundleRejected(self.where, "cannot check the end of the tar stream")  # not reached
+        return b"".join(self.recent)[offset - first :]
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
@@ -321,17 +395,14 @@ def verify_payload(
     """Stream the payload: every member checked, every file hashed, the whole payload hashed.
 
     With ``extract_to``, files are also written there (a staging directory the caller renames
-    into place only after this returns). Raises TamperedFile / BundleRejected naming the file.
+    into place only after this returns). Raises TamperedFile / BundleRejected naming the file or
+    the frame. Every frame is checked against its signed SHA-256 before it is decompressed, so
+    the first failure in stream order is the root cause: nothing more is read after it.
     """
     source = _PayloadSource(chunks, manifest.payload.size, progress)
-    try:
-        _stream_members(bundle_name, manifest, source, extract_to)
-    except BundleRejected:
-        source.drain()
-        _check_payload_digest(bundle_name, manifest, source)  # the root cause, when it is one
-        raise
+    _stream_members(bundle_name, manifest, source, extract_to)
     source.drain()
-    _check_payload_digest(bundle_name, manifest, source)
+    _check_payload_digest(bundle_name, manifest, source)  # 8 (the frames' digests already agreed)
 
 
 def _check_payload_digest(bundle_name: str, manifest: Manifest, source: _PayloadSource) -> None:
@@ -355,23 +426,16 @@ def _stream_members(
     expected = manifest.files_by_path()
     seen: set[str] = set()
     where = f"{bundle_name}: payload.tar.zst"
-    plain = _FrameReader(
-        source.frames(manifest.payload.frames), frame_bytes=manifest.payload.frame_bytes, where=where
-    )
+    plain = _FrameReader(source.frames(manifest.payload.frames), payload=manifest.payload, where=where)
     try:
         try:
             tar = tarfile.open(fileobj=plain, mode="r|", bufsize=CHUNK)  # type: ignore[call-overload]  # noqa: SIM115 - closed in finally
-            for member in tar:
+            for member in tar:  # 7d
                 _check_member(bundle_name, member, expected, seen)
                 entry = expected[member.name]
                 seen.add(member.name)
                 _read_member(bundle_name, tar, member, entry, extract_to)
-            # after the end-of-archive marker only zero padding may follow
-            rest = plain.read(CHUNK)
-            while rest:
-                if rest.strip(b"\0"):
-                    raise BundleRejected(where, "data after the end of the tar stream")
-                rest = plain.read(CHUNK)
+            _check_end(plain, tar.offset, sum(manifest.payload.frame_content_sizes), where)  # 7e
         except tarfile.TarError as exc:
             raise BundleRejected(where, f"corrupt tar stream ({exc})") from None
     finally:
@@ -381,6 +445,31 @@ def _stream_members(
         more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
         raise TamperedFile(
             f"{bundle_name}: {missing[0]}", f"listed in the manifest but missing from the payload{more}"
+        )
+
+
+def _check_end(plain: _FrameReader, end: int, total: int, where: str) -> None:
+    """Step 7e: after the last member (at ``end``) come two zero blocks and zeros up to the next tar
+    record, as tar(1) and the builder write them, and the frames end exactly there."""
+    tail = 2 * tarfile.BLOCKSIZE
+    tail += -(end + tail) % tarfile.RECORDSIZE
+    if total > end + tail:
+        raise BundleRejected(
+            where,
+            f"data after the end of the tar stream: the frames hold {total - end} bytes after the last "
+            f"member, the end-of-archive blocks and their padding are {tail}",
+        )
+    if total < end + tail:
+        raise BundleRejected(where, "the tar stream's end-of-archive blocks are missing or short")
+    rest = plain.since(end)
+    while len(rest) < tail:  # at most one record is still unread: the size is checked above
+        more = plain.read(tarfile.RECORDSIZE)
+        if not more:
+            break
+        rest += more
+    if len(rest) != tail or rest.strip(b"\0"):
+        raise BundleRejected(
+            where, "data after the end of the tar stream: the end-of-archive blocks are not zeros"
         )
 
 
@@ -454,22 +543,38 @@ def _read_member(
 
 
 def read_leading_member(
-    chunks: Iterator[bytes], frames: tuple[int, ...], name: str, *, max_size: int = 16 << 20
+    chunks: Iterator[bytes], payload: PayloadEntry, name: str, *, where: str, max_size: int = 16 << 20
 ) -> bytes | None:
     """The bytes of the payload's first member when it is ``name`` (the SBOM), else None.
 
-    Used by ``inspect`` for display only; nothing read here is trusted or written anywhere.
+    Used by ``inspect`` for display only; nothing read here is trusted or written anywhere. The
+    frames read are checked against the (unverified) manifest's frame table like ``verify`` does,
+    and a mismatch raises as it does there; the member's header is read by vigil's own strict
+    ustar parser, never by ``tarfile``, since inspect checks no signature.
     """
     source = _PayloadSource(chunks, 0, None)
-    plain = _FrameReader(source.frames(frames), frame_bytes=MAX_FRAME_BYTES, where="payload")
+    plain = _FrameReader(source.frames(payload.frames), payload=payload, where=where)
     try:
-        tar = tarfile.open(fileobj=plain, mode="r|", bufsize=CHUNK)  # type: ignore[call-overload]  # noqa: SIM115 - closed in finally
-        member = tar.next()
-        if member is None or member.name != name or not member.isreg() or member.size > max_size:
+        block = _read_exactly(plain, tarfile.BLOCKSIZE)
+        try:
+            header = read_ustar_header(block, where) if len(block) == tarfile.BLOCKSIZE else None
+        except BundleRejected:
             return None
-        fh = tar.extractfile(member)
-        return fh.read(member.size) if fh else None
-    except (tarfile.TarError, BundleRejected):
-        return None
+        if header is None or header[0] != name or header[1] > max_size:
+            return None
+        data = _read_exactly(plain, header[1])
+        return data if len(data) == header[1] else None
     finally:
         plain.close()
+
+
+def _read_exactly(plain: _FrameReader, n: int) -> bytes:
+    parts: list[bytes] = []
+    left = n
+    while left:
+        data = plain.read(min(left, CHUNK))
+        if not data:
+            break
+        parts.append(data)
+        left -= len(data)
+    return b"".join(parts)

@@ -13,7 +13,10 @@ An import verifies the bundle while unpacking it into ``bundles/.staging-*`` and
 the staging directory to its version only when every check passed; on any failure the
 staging directory is removed and the store is as it was. Imports serialize on a lock of
 the store directory. A version not above ``highest`` is refused (rollback protection)
-unless the operator passes ``allow_downgrade`` — the caller records that choice.
+unless the operator passes ``allow_downgrade`` — the caller records that choice. An import
+verified with a trust root other than the installed one does not raise ``highest``
+(``raise_highest=False``). A staging directory left by an import that was killed is removed
+by the next import, under the lock (only names the store itself makes, links not followed).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -34,6 +38,9 @@ from vigil.bundle.payload import Progress
 from vigil.bundle.trust import TrustRoot
 from vigil.bundle.verify import VerifiedHead, verify_bundle
 
+#: the names ``tempfile.mkdtemp(prefix=".staging-")`` gives; nothing else is taken for stale staging
+_STAGING_NAME = re.compile(r"\.staging-[a-z0-9_]{8}")
+
 
 @dataclass(frozen=True)
 class ImportResult:
@@ -45,6 +52,10 @@ class ImportResult:
     downgrade: bool
     files: int
     bytes: int
+    #: whether this import raised the store's highest version
+    highest_raised: bool = False
+    #: staging directories of earlier, interrupted imports that this one removed
+    stale_staging: tuple[str, ...] = ()
 
 
 class _AlreadyImported(Exception):
@@ -78,6 +89,36 @@ class BundleStore:
             raise BundleError(str(path), f"cannot read import record: {exc}") from None
         return data
 
+    def clean_staging(self) -> list[str]:
+        """Remove what interrupted imports left (under the store's lock); the names removed."""
+        if not self.root.is_dir():
+            return []
+        lock_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            return self._remove_stale_staging()
+        finally:
+            os.close(lock_fd)
+
+    def _remove_stale_staging(self) -> list[str]:
+        """With the lock held, every staging directory is one whose import died (kill -9, power)."""
+        removed: list[str] = []
+        for entry in os.scandir(self.root):
+            if not _STAGING_NAME.fullmatch(entry.name):
+                continue
+            path = self.root / entry.name
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(path)  # does not follow links inside it
+                else:
+                    path.unlink()  # a link or a file under a staging name: only the name goes
+            except OSError as exc:
+                raise BundleError(
+                    str(path), f"cannot remove an interrupted import's staging: {exc.strerror}"
+                ) from None
+            removed.append(entry.name)
+        return sorted(removed)
+
     def import_bundle(
         self,
         path: Path,
@@ -85,6 +126,7 @@ class BundleStore:
         *,
         vigil_version: str,
         allow_downgrade: bool = False,
+        raise_highest: bool = True,
         now: datetime | None = None,
         progress: Progress | None = None,
     ) -> ImportResult:
@@ -94,6 +136,7 @@ class BundleStore:
         staging: Path | None = None
         try:
             fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            stale = tuple(self._remove_stale_staging())
             staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=self.root))
             highest = self.highest()
             downgrade = False
@@ -142,6 +185,7 @@ class BundleStore:
                     downgrade=False,
                     files=len(h.manifest.files),
                     bytes=h.manifest.total_size,
+                    stale_staging=stale,
                 )
             version = head.manifest.version
             (staging / "files").mkdir(exist_ok=True)
@@ -164,7 +208,8 @@ class BundleStore:
             final = self.root / str(version)
             os.rename(staging, final)
             staging = None
-            if version > highest:
+            raised = raise_highest and version > highest
+            if raised:
                 write_file_atomic(self.root / "highest", f"{version}\n".encode())
             fsync_dir(self.root)
             return ImportResult(
@@ -176,6 +221,8 @@ class BundleStore:
                 downgrade=downgrade,
                 files=len(head.manifest.files),
                 bytes=head.manifest.total_size,
+                highest_raised=raised,
+                stale_staging=stale,
             )
         finally:
             if staging is not None:

@@ -24,6 +24,7 @@ from typing import Any
 from vigil.basics.atomic import write_file_atomic
 from vigil.basics.canonical import canonical_json
 from vigil.bundle.errors import KeyFileError, SignatureError, TrustError
+from vigil.bundle.manifest import StrictJSONError, loads_strict
 from vigil.bundle.signing import Minisig, PublicKey, SigningKey, key_id_hex
 
 TRUST_TYPE = "vigil-trust-root"
@@ -115,9 +116,11 @@ def new_root(public_keys: list[PublicKey], threshold: int, version: int = 1) -> 
 
 def parse_root(data: bytes, *, where: str) -> TrustRoot:
     try:
-        doc = json.loads(data)
+        doc = loads_strict(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise TrustError(where, f"not JSON ({exc.__class__.__name__})") from None
+    except StrictJSONError as exc:
+        raise TrustError(where, f"malformed: {exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("signed"), dict):
         raise TrustError(where, "lacks a 'signed' object")
     signed = doc["signed"]
@@ -168,17 +171,26 @@ def write_root(root: TrustRoot, path: Path) -> None:
 
 
 def check_rotation(current: TrustRoot, new: TrustRoot, *, where: str) -> list[str]:
-    """Accept ``new`` in place of ``current``: 1 higher version, 2 threshold of current keys signed it."""
+    """Accept ``new`` in place of ``current``: 1 higher version, 2 threshold of current keys signed it,
+    3 every key it adds signed it too (no one is made a signer without agreeing to it)."""
     if new.version <= current.version:
         raise TrustError(
             where, f"version {new.version} is not newer than the current trust root's {current.version}"
         )
-    good = current.count_valid(new.signed_bytes(), new.signatures)
+    message = new.signed_bytes()
+    good = current.count_valid(message, new.signatures)
     if len(good) < current.threshold:
         raise TrustError(
             where,
             f"signed by {len(good)} key(s) of the current trust root, {current.threshold} required",
         )
+    added = sorted(set(new.keys) - set(current.keys))
+    consented = new.count_valid(message, new.signatures)
+    for key_id in added:
+        if key_id not in consented:
+            raise TrustError(
+                where, f"added key {key_id} did not sign this root; every key a rotation adds must sign it"
+            )
     return sorted(good)
 
 

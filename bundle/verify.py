@@ -4,12 +4,18 @@ The steps, in order (each raises with the object and the reason, nothing returns
 
 1. layout: manifest first, signatures, payload, the end of the archive and nothing after;
 2. signatures: every signature by a trusted key must verify; at least ``threshold`` do;
-3. manifest: well-formed, with the types it must have;
+3. manifest: in this format (an older one is refused by name), well-formed, with the types it
+   must have; its frame table consistent: each frame's content size at most ``frame_bytes``
+   (exactly that but for the last), its compressed size within zstd's bound for it;
 4. expiry: the bundle's ``expires`` is still in the future;
 5. version: this vigil is at least the manifest's ``min_vigil_version``;
 6. (import only) rollback: the bundle is newer than any imported before;
-7. payload: its size as signed; each member a plain relative regular file named in the
-   manifest, once, with the signed size and mode (sizes are hard caps while reading);
+7. payload: its size as signed; cut into the signed frames, each frame (a) hashed and
+   compared with its signed SHA-256 before zstd sees it, (b) its zstd header declaring the
+   signed content size, (c) decompressed to exactly that size with nothing after the zstd
+   frame; (d) each member a plain relative regular file named in the manifest, once, with the
+   signed size and mode (sizes are hard caps while reading); (e) after the tar stream only its
+   zero end-of-archive blocks and padding to a record, where the frames end;
 8. each file's SHA-256 and the whole payload's SHA-256 as signed; no file missing.
 """
 
@@ -23,7 +29,7 @@ from pathlib import Path
 
 from vigil.bundle.container import BundleReader
 from vigil.bundle.errors import BundleRejected, SignatureError
-from vigil.bundle.manifest import Manifest, parse_manifest, parse_version
+from vigil.bundle.manifest import Manifest, RetiredFormat, parse_manifest, parse_version
 from vigil.bundle.payload import Progress, verify_payload
 from vigil.bundle.signing import Minisig
 from vigil.bundle.trust import TrustRoot
@@ -65,7 +71,7 @@ def verify_head(
     try:
         manifest = parse_manifest(reader.manifest_bytes)
     except BundleRejected as exc:
-        raise BundleRejected(f"{name}: {exc.obj}", exc.reason) from None
+        raise in_bundle(name, exc) from None
     # 4 expiry
     moment = now or datetime.now(UTC)
     if manifest.expires_at <= moment:
@@ -124,5 +130,13 @@ def read_unverified(path: Path) -> tuple[Manifest, dict[str, bytes], bytes]:
         try:
             manifest = parse_manifest(reader.manifest_bytes)
         except BundleRejected as exc:
-            raise BundleRejected(f"{reader.name}: {exc.obj}", exc.reason) from None
+            raise in_bundle(reader.name, exc) from None
         return manifest, dict(reader.signatures), reader.manifest_bytes
+
+
+def in_bundle(name: str, exc: BundleRejected) -> BundleRejected:
+    """A manifest error named after the bundle ``name``; a retired format names the bundle alone
+    (it is the whole bundle that must be rebuilt)."""
+    if isinstance(exc, RetiredFormat):
+        return RetiredFormat(name, exc.reason)
+    return BundleRejected(f"{name}: {exc.obj}", exc.reason)

@@ -21,7 +21,7 @@ from typing import Any
 
 from vigil.bundle.container import write_bundle
 from vigil.bundle.manifest import FORMAT, format_time
-from vigil.bundle.payload import FRAME_BYTES, compress_frames
+from vigil.bundle.payload import FRAME_BYTES, compress_frames, frame_table
 from vigil.bundle.signing import PublicKey, SigningKey, generate_keypair, load_public_key, load_signing_key
 from vigil.bundle.trust import TrustRoot, new_root, write_root
 
@@ -91,7 +91,9 @@ def _file_entry(m: Member) -> dict[str, Any]:
     }
 
 
-def _payload(members: list[Member], mtime: int) -> tuple[bytes, tuple[int, ...]]:
+def _payload(
+    members: list[Member], mtime: int, tar_edit: Callable[[bytes], bytes] | None = None
+) -> tuple[bytes, tuple[int, ...]]:
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for m in members:
@@ -104,6 +106,8 @@ def _payload(members: list[Member], mtime: int) -> tuple[bytes, tuple[int, ...]]
     for m in members:  # make a header lie about its size, keeping its checksum valid
         if m.size is not None:
             data = _rewrite_size(data, m.name, m.size)
+    if tar_edit is not None:
+        data = tar_edit(data)
     return compress_frames(data)
 
 
@@ -144,12 +148,22 @@ def craft_bundle(
     edit: Callable[[dict[str, Any]], None] | None = None,
     raw_manifest: bytes | None = None,
     name: str | None = None,
+    tar_edit: Callable[[bytes], bytes] | None = None,
+    frames_edit: Callable[[list[bytes]], list[bytes]] | None = None,
 ) -> Crafted:
-    """A signed bundle whose payload is ``members`` and whose manifest lists ``manifest_members``."""
+    """A signed bundle whose payload is ``members`` and whose manifest lists ``manifest_members``.
+
+    ``tar_edit`` rewrites the uncompressed tar stream and ``frames_edit`` the compressed frames
+    before the manifest's frame table is made from them, so a hostile frame is signed.
+    """
     members = default_members() if members is None else members
     listed = members if manifest_members is None else manifest_members
     mtime = int(created.timestamp())
-    payload, frames = _payload(members, mtime)
+    payload, frames = _payload(members, mtime, tar_edit)
+    pieces = [payload[sum(frames[:i]) : sum(frames[: i + 1])] for i in range(len(frames))]
+    if frames_edit is not None:
+        pieces = frames_edit(pieces)
+    payload, table = b"".join(pieces), frame_table(pieces)
     manifest: dict[str, Any] = {
         "format": FORMAT,
         "version": version,
@@ -159,8 +173,8 @@ def craft_bundle(
         "expires": format_time(created + timedelta(days=valid_days)),
         "min_vigil_version": "0.1.0",
         "builder_version": "0.1.0",
-        "payload": {"size": len(payload), "sha256": hashlib.sha256(payload).hexdigest(), "compression": "zstd",
-                    "frames": list(frames), "frame_bytes": FRAME_BYTES},
+        "payload": {"size": len(payload), "sha256": hashlib.sha256(payload).hexdigest(),
+                    "compression": "zstd", "frame_bytes": FRAME_BYTES, **table},
         "components": [
             {"name": "demo", "version": "1.0", "license": "Apache-2.0", "kind": "file",
              "upstream_url": "https://example.invalid/demo-1.0.tar.gz", "upstream_sha256": "0" * 64}
@@ -174,7 +188,9 @@ def craft_bundle(
         json.dumps(manifest, sort_keys=True, indent=1).encode() + b"\n"
     )
     sigs = {
-        k.key.id_hex: k.key.sign_minisig(manifest_bytes, trusted_comment=f"test bundle v{version}").to_text().encode()
+        k.key.id_hex: k.key.sign_minisig(manifest_bytes, trusted_comment=f"test bundle v{version}")
+        .to_text()
+        .encode()
         for k in keys
     }
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -226,3 +242,29 @@ def tree_snapshot(root: Path) -> dict[str, str]:
         rel = str(p.relative_to(root))
         snap[rel] = "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
     return snap
+
+
+def fixed_members() -> list[Member]:
+    """Like :func:`default_members`, but the same bytes on every call (so two crafts share a payload)."""
+    return [
+        Member("components/demo/bin/demo", b"#!/bin/sh\necho demo\n" * 50, 0o755),
+        Member("components/demo/share/readme.txt", b"a demo component\n" * 10),
+        Member("wheels/demo-1.0-py3-none-any.whl", hashlib.sha256(b"wheel").digest() * 128),
+    ]
+
+
+def craft_edited_bytes(
+    out_dir: Path,
+    keys: list[KeyPair],
+    edit_bytes: Callable[[bytes], bytes],
+    *,
+    version: int = 2,
+    members: list[Member] | None = None,
+) -> Crafted:
+    """A signed bundle whose manifest is an honest one with its *bytes* edited (for JSON tricks that
+    ``json.dumps`` cannot write: duplicate keys, deep nesting, huge integers)."""
+    members = fixed_members() if members is None else members
+    draft = craft_bundle(out_dir / ".draft", keys, members=members, version=version)
+    raw = edit_bytes(draft.manifest_bytes)
+    assert raw != draft.manifest_bytes, "the edit changed nothing"
+    return craft_bundle(out_dir, keys, members=members, version=version, raw_manifest=raw)

@@ -112,16 +112,24 @@ def last_line(path: Path) -> bytes | None:
         end = f.seek(0, os.SEEK_END)
         if end == 0:
             return None
-        pos, tail = end, b""
+        # read backwards a block at a time, looking for a newline only in the block just read,
+        # and join the blocks once: linear in the line's length, however long the line is
+        blocks: list[bytes] = []
+        pos = end
         while pos > 0:
             step = min(_TAIL_CHUNK, pos)
             pos -= step
             f.seek(pos)
-            tail = f.read(step) + tail
-            cut = tail.rfind(b"\n", 0, len(tail) - 1)
+            block = f.read(step)
+            # the file's own final newline ends the last line; it does not start it
+            search_end = len(block) - 1 if pos + step == end else len(block)
+            cut = block.rfind(b"\n", 0, search_end)
             if cut >= 0:
-                return tail[cut + 1 :]
-        return tail
+                blocks.append(block[cut + 1 :])
+                break
+            blocks.append(block)
+        blocks.reverse()
+        return b"".join(blocks)
 
 
 def count_lines(path: Path) -> int:

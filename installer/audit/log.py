@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from vigil.basics.errors import clip, one_line
 from vigil.installer.audit import _canonical
 from vigil.installer.audit._canonical import GENESIS, canonical, format_time, record_hash
 from vigil.installer.audit._files import AuditPaths, append_line, create_empty, last_line, locked
@@ -30,6 +31,32 @@ from vigil.installer.audit.errors import AuditError
 from vigil.installer.audit.keys import key_id, load_or_create, sign
 
 DEFAULT_CHECKPOINT_EVERY = 100
+#: the most characters a record keeps of its object, its reason and each string in its details
+#: (longer ones are cut and say how long they were): one hostile name must not make every later
+#: command read a 30 MB line
+MAX_OBJECT_CHARS = 1024
+MAX_REASON_CHARS = 4096
+MAX_DETAIL_CHARS = 4096
+
+
+def _text(value: str, limit: int) -> str:
+    """A string as a record keeps it: at most ``limit`` characters, and no character that UTF-8
+    cannot encode (a lone surrogate from an undecodable file name is kept as its escape)."""
+    value = clip(value, limit)
+    if not value.isprintable():
+        value = value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
+def _clip_strings(value: Any) -> Any:
+    """``value`` (plain JSON) with every string, key or value, cut to ``MAX_DETAIL_CHARS``."""
+    if isinstance(value, str):
+        return _text(value, MAX_DETAIL_CHARS)
+    if isinstance(value, list):
+        return [_clip_strings(v) for v in value]
+    if isinstance(value, dict):
+        return {_text(k, MAX_DETAIL_CHARS): _clip_strings(v) for k, v in value.items()}
+    return value
 
 
 def _os_user(uid: int) -> str:
@@ -106,8 +133,10 @@ class AuditLog:
     ) -> dict[str, Any]:
         try:
             # the stored form of details: plain JSON (paths and the like as strings)
-            plain: dict[str, Any] = json.loads(json.dumps(dict(details or {}), default=str, allow_nan=False))
-        except ValueError as exc:
+            plain: dict[str, Any] = _clip_strings(
+                json.loads(json.dumps(dict(details or {}), default=str, allow_nan=False))
+            )
+        except (ValueError, RecursionError) as exc:
             raise AuditError(f"record {seq}: details cannot be stored as JSON ({exc})") from None
         uid = os.getuid()
         if uid == 0 and os.environ.get("SUDO_USER"):
@@ -122,9 +151,9 @@ class AuditLog:
             "actor": {"user": _os_user(uid), "uid": uid, "operator": operator},
             "host": socket.gethostname(),
             "action": action,
-            "object": obj,
+            "object": one_line(clip(obj, MAX_OBJECT_CHARS)),
             "outcome": outcome,
-            "reason": reason,
+            "reason": one_line(clip(reason, MAX_REASON_CHARS)),
             "details": plain,
             "prev": prev,
         }

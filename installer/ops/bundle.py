@@ -17,7 +17,7 @@ from vigil.bundle.verify import VerifiedHead
 from vigil.bundle.verify import verify_bundle as _verify
 from vigil.installer import __version__
 from vigil.installer.ops._invocation import Invocation
-from vigil.installer.ops.keys import load_trust
+from vigil.installer.ops.keys import load_trust, trust_for_bundle
 
 
 def lock_channel(inv: Invocation, channel: str, catalog_dir: Path | None = None) -> Path:
@@ -87,13 +87,14 @@ def build_bundle(
 def verify_bundle(inv: Invocation, path: Path, trust: Path | None = None) -> VerifiedHead:
     """``bundle.verify``: signatures, threshold, expiry, then every byte; nothing is written."""
     inv.object = str(path)
-    trust_path, root = load_trust(inv.home, trust)
-    head = _verify(path, root, vigil_version=__version__, progress=inv.byte_progress(f"verify {path.name}"))
+    used = trust_for_bundle(inv.home, trust, inv.details)
+    head = _verify(
+        path, used.root, vigil_version=__version__, progress=inv.byte_progress(f"verify {path.name}")
+    )
     inv.details.update(
         version=head.manifest.version,
         manifest_sha256=head.manifest_sha256,
         signers=head.signers,
-        trust=str(trust_path),
     )
     return head
 
@@ -109,24 +110,35 @@ def inspect_bundle(inv: Invocation, path: Path) -> dict[str, Any]:
 def import_bundle(
     inv: Invocation, path: Path, trust: Path | None = None, *, allow_downgrade: bool = False
 ) -> ImportResult:
-    """``bundle.import``: verify while unpacking into the store's staging, then rename into place."""
+    """``bundle.import``: verify while unpacking into the store's staging, then rename into place.
+
+    Only the installed root (or, with none installed, the ``--trust`` given) raises the store's
+    highest version; a signed successor given with ``--trust`` verifies but does not.
+    """
     inv.object = str(path)
-    _, root = load_trust(inv.home, trust)
+    used = trust_for_bundle(inv.home, trust, inv.details)
     store = BundleStore(inv.home)
+    stale = store.clean_staging()
+    if stale:
+        inv.details.update(stale_staging_removed=stale)
     inv.details.update(allow_downgrade=allow_downgrade, highest_before=store.highest())
     result = store.import_bundle(
         path,
-        root,
+        used.root,
         vigil_version=__version__,
         allow_downgrade=allow_downgrade,
+        raise_highest=used.raises_highest,
         progress=inv.byte_progress(f"import {path.name}"),
     )
+    if result.stale_staging:
+        inv.details.update(stale_staging_removed=sorted({*stale, *result.stale_staging}))
     inv.details.update(
         version=result.version,
         manifest_sha256=result.manifest_sha256,
         signers=result.signers,
         downgrade=result.downgrade,
         already_imported=result.already_imported,
+        highest_raised=result.highest_raised,
     )
     return result
 

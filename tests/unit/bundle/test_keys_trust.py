@@ -108,5 +108,10 @@ def test_trust_install_rotation_via_cli(tmp_path: Path, monkeypatch: pytest.Monk
     assert "signed by 0 key(s) of the current trust root, 1 required" in capsys.readouterr().err
     assert (home / "trust" / "root.json").read_bytes() == installed
     assert main(["trust", "sign", str(tmp_path / "v2.json"), "--key", str(a.key_path)]) == 0
+    capsys.readouterr()
+    assert main(["trust", "install", str(tmp_path / "v2.json")]) == 1  # b, the added key, has not signed
+    assert f"added key {b.pub.id_hex} did not sign this root" in capsys.readouterr().err
+    assert (home / "trust" / "root.json").read_bytes() == installed
+    assert main(["trust", "sign", str(tmp_path / "v2.json"), "--key", str(b.key_path)]) == 0
     assert main(["trust", "install", str(tmp_path / "v2.json")]) == 0
     assert load_root(home / "trust" / "root.json").version == 2
