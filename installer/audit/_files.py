@@ -21,6 +21,11 @@ DIR_MODE = 0o750
 LOG_MODE = 0o640
 PRIVATE_KEY_MODE = 0o600
 PUBLIC_KEY_MODE = 0o644
+PIN_MODE = 0o644
+#: mode of ``$VIGIL_HOME/trust/`` when the audit log creates it (as ``vigil trust install`` does)
+TRUST_DIR_MODE = 0o755
+#: the file that pins the audit key's id: in ``$VIGIL_HOME/trust/`` and in an exported copy
+PIN_NAME = "audit-key-id"
 
 _TAIL_CHUNK = 8192
 
@@ -55,14 +60,19 @@ class AuditPaths:
     def lock(self) -> Path:
         return self.dir / ".lock"
 
+    @property
+    def pin(self) -> Path:
+        """The audit key's id, pinned at first use outside the audit directory (``trust/audit-key-id``)."""
+        return self.dir.parent / "trust" / PIN_NAME
+
 
 def cannot(path: Path, what: str, exc: OSError) -> AuditError:
     reason = exc.strerror or exc.__class__.__name__
     return AuditError(f"{path}: cannot {what} ({reason})")
 
 
-def ensure_dir(path: Path) -> None:
-    """Create ``path`` (and missing parents) with mode 0750; an existing one is left as it is."""
+def ensure_dir(path: Path, mode: int = DIR_MODE) -> None:
+    """Create ``path`` (and missing parents) with ``mode`` (0750); an existing one is left as it is."""
     missing = []
     p = path
     while not p.exists():
@@ -72,8 +82,8 @@ def ensure_dir(path: Path) -> None:
         p = p.parent
     for d in reversed(missing):
         try:
-            os.mkdir(d, DIR_MODE)
-            os.chmod(d, DIR_MODE)  # mkdir's mode is masked by the umask
+            os.mkdir(d, mode)
+            os.chmod(d, mode)  # mkdir's mode is masked by the umask
         except FileExistsError:
             pass
         except OSError as exc:

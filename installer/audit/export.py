@@ -7,7 +7,16 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from vigil.installer.audit._files import DIR_MODE, LOG_MODE, PUBLIC_KEY_MODE, cannot, fsync_dir, locked
+from vigil.installer.audit._files import (
+    DIR_MODE,
+    LOG_MODE,
+    PIN_MODE,
+    PIN_NAME,
+    PUBLIC_KEY_MODE,
+    cannot,
+    fsync_dir,
+    locked,
+)
 from vigil.installer.audit.errors import AuditError
 from vigil.installer.audit.log import AuditLog
 
@@ -15,11 +24,13 @@ EXPORTED = (
     ("log", "log.jsonl", LOG_MODE),
     ("checkpoints", "checkpoints.jsonl", LOG_MODE),
     ("public_key", "audit.pub", PUBLIC_KEY_MODE),
+    # the key id pinned at first use (``trust/audit-key-id``): verify of the copy checks audit.pub against it
+    ("pin", PIN_NAME, PIN_MODE),
 )
 
 
 def export(log: AuditLog, out: Path) -> Path:
-    """Copy log, checkpoints and public key into the new directory ``out``.
+    """Copy log, checkpoints, public key and the pinned key id into the new directory ``out``.
 
     The head is checkpointed first, so the copy is covered to its last record. The copy is
     taken under the audit lock (a consistent cut), staged in a hidden directory next to

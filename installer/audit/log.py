@@ -4,7 +4,9 @@ Each append takes the directory lock, reads the last record from the tail of the
 (never the whole file), chains the new record to it and appends it durably. A signed
 checkpoint follows when asked for (``record_command`` asks after every vigil command) and,
 without being asked, when none exists yet or ``checkpoint_every`` records have been
-appended since the latest one.
+appended since the latest one. Every new checkpoint is also sent off the host as a syslog
+line (:mod:`vigil.installer.audit.witness`); the signing key is loaded, and checked against its
+pin, before a record is appended, so a log whose key is gone is refused, not continued.
 
 Time in the log never goes backwards: when the host clock is behind the last record (a
 clock step back), the new record carries the last record's time and says in
@@ -22,6 +24,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from vigil.basics.errors import clip, one_line
 from vigil.installer.audit import _canonical
 from vigil.installer.audit._canonical import GENESIS, canonical, format_time, record_hash
@@ -29,6 +33,7 @@ from vigil.installer.audit._files import AuditPaths, append_line, create_empty, 
 from vigil.installer.audit._schema import OUTCOMES, parse_checkpoint, parse_record
 from vigil.installer.audit.errors import AuditError
 from vigil.installer.audit.keys import key_id, load_or_create, sign
+from vigil.installer.audit.witness import SyslogWitness
 
 DEFAULT_CHECKPOINT_EVERY = 100
 #: the most characters a record keeps of its object, its reason and each string in its details
@@ -74,11 +79,19 @@ def _micros_between(earlier: str, later: str) -> int:
 class AuditLog:
     """The audit log under ``home/audit/``: append records, write checkpoints, read records."""
 
-    def __init__(self, home: Path, *, checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY) -> None:
+    def __init__(
+        self,
+        home: Path,
+        *,
+        checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
+        witness: SyslogWitness | None = None,
+    ) -> None:
         if checkpoint_every < 1:
             raise ValueError("checkpoint_every must be >= 1")
         self.paths = AuditPaths.under(Path(home))
         self.checkpoint_every = checkpoint_every
+        #: where each new checkpoint is sent off the host (default: syslog, see ``witness``)
+        self.witness = witness if witness is not None else SyslogWitness.from_env()
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -99,6 +112,8 @@ class AuditLog:
         if outcome not in OUTCOMES:
             raise AuditError(f"cannot record outcome {outcome!r}: not one of {', '.join(OUTCOMES)}")
         with locked(self.paths):
+            # the key first: a log whose key is gone gets no record it could never sign
+            key = load_or_create(self.paths)
             seq, head, last_time = self._tail()
             latest = self._latest_checkpoint()
             self._check_not_behind(seq, head, latest)
@@ -108,16 +123,24 @@ class AuditLog:
             append_line(self.paths.log, canonical(record) + b"\n")
             due = latest is None or record["seq"] - latest["count"] >= self.checkpoint_every
             if checkpoint or due:
-                self._write_checkpoint(record["seq"], record["hash"], record["time"], latest)
+                self._write_checkpoint(key, record["seq"], record["hash"], record["time"], latest)
         return record
 
     def checkpoint(self) -> dict[str, Any]:
-        """Sign the current head and return the checkpoint (the latest one if it already covers it)."""
+        """Sign the current head and return the checkpoint (the latest one if it already covers it).
+
+        The checkpoint is sent to the witness even when it is not new, so this also re-sends the
+        latest one after syslog was away; ``self.witness.last_error`` says whether it went.
+        """
         with locked(self.paths):
+            key = load_or_create(self.paths)
             seq, head, last_time = self._tail()
             latest = self._latest_checkpoint()
             self._check_not_behind(seq, head, latest)
-            return self._write_checkpoint(seq, head, last_time, latest)
+            checkpoint = self._write_checkpoint(key, seq, head, last_time, latest)
+            if checkpoint is latest:
+                self.witness.send(checkpoint)
+            return checkpoint
 
     def _new_record(
         self,
@@ -161,16 +184,22 @@ class AuditLog:
         return record
 
     def _write_checkpoint(
-        self, count: int, head: str, last_time: str | None, latest: dict[str, Any] | None
+        self,
+        key: Ed25519PrivateKey,
+        count: int,
+        head: str,
+        last_time: str | None,
+        latest: dict[str, Any] | None,
     ) -> dict[str, Any]:
         if latest is not None and latest["count"] == count:
             return latest
-        key = load_or_create(self.paths)
         create_empty(self.paths.log)  # a checkpoint over an empty log still needs the log
         when = max(t for t in (_canonical.now(), last_time, latest and latest["time"]) if t)
         fields = {"count": count, "head": head, "time": when, "key_id": key_id(key.public_key())}
         checkpoint = {**fields, "sig": sign(key, fields)}
         append_line(self.paths.checkpoints, canonical(checkpoint) + b"\n")
+        # off the host as it is made, in count order (the lock is held); a failure is kept, not raised
+        self.witness.send(checkpoint)
         return checkpoint
 
     def _tail(self) -> tuple[int, str, str | None]:

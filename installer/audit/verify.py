@@ -8,7 +8,9 @@ The protocol, in the order the checks run for each record:
 4. its ``prev`` is the previous record's ``hash``, the genesis value for record 1;
 5. its ``time`` is not before the previous record's;
 6. every checkpoint whose ``count`` is this ``seq`` signs this record's hash as ``head``
-   and is not older than the record.
+   and is not older than the record;
+7. with witness files, every witnessed checkpoint whose ``count`` is this ``seq`` signs this
+   record's hash as ``head`` too (and none covers more records than the log holds).
 
 Checkpoints are read in file order as the log is walked; each one, when read, must
 (1) name the trusted key, (2) carry a valid signature, (3) have a count greater and a
@@ -16,16 +18,21 @@ time not earlier than the checkpoint before it. At the end of the log no checkpo
 be left over (a log shorter than a checkpoint's count had its tail cut), and a log with
 records must have at least one checkpoint.
 
-What this cannot see on its own: someone holding the host's audit key, or someone who
-cuts the log *and* the checkpoints back to an earlier consistent state. Both are caught
-by verifying against an exported copy and its ``audit.pub`` kept off the host: the copy's
-checkpoints are then a lower bound the host's log must still contain.
+What this cannot see on its own: someone holding the host's audit key (it sits beside the
+log, so root on the host does), or someone who cuts the log *and* the checkpoints back to an
+earlier consistent state. Both are caught by checkpoints kept off the host, which the log must
+still contain: with ``witness`` files (the log receiver's copy of the checkpoints as they were
+made, :mod:`vigil.installer.audit.witness`), each witnessed checkpoint, its signature checked
+first, must sign the log's hash after its ``count`` records (7, checked in the same walk), and
+the log must reach the highest witnessed count; an exported copy kept off the host serves the
+same way. With ``pin`` (``trust/audit-key-id``, or the copy of it in an export), the key must be
+the one pinned at first use.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +44,8 @@ from vigil.installer.audit._canonical import GENESIS, record_hash
 from vigil.installer.audit._files import cannot
 from vigil.installer.audit._schema import parse_checkpoint, parse_record, signed_part
 from vigil.installer.audit.errors import AuditError
-from vigil.installer.audit.keys import check_signature, key_id, load_public_key
+from vigil.installer.audit.keys import check_pin, check_signature, key_id, load_public_key
+from vigil.installer.audit.witness import Witnessed
 
 
 @dataclass(frozen=True)
@@ -48,23 +56,54 @@ class Summary:
     checkpoints: int
     #: hash of the last record (the genesis value for an empty log)
     head: str
+    #: distinct checkpoints found in the witness files (0 when none were given)
+    witnessed: int = 0
+    #: the highest record count a witnessed checkpoint covers
+    witnessed_records: int = 0
 
 
-def verify(log_path: Path, checkpoints_path: Path, public_key: Ed25519PublicKey | Path) -> None:
+def verify(
+    log_path: Path,
+    checkpoints_path: Path,
+    public_key: Ed25519PublicKey | Path,
+    *,
+    witness: Sequence[Path] = (),
+    pin: Path | None = None,
+    copy: bool = False,
+) -> None:
     """Return if the log and its checkpoints are intact; raise :class:`AuditError` naming the
-    first bad record (or checkpoint, or line) and the reason otherwise."""
-    verify_summary(log_path, checkpoints_path, public_key)
+    first bad record (or checkpoint, or line) and the reason otherwise.
+
+    ``witness``: files holding the checkpoints as they were sent off the host; ``pin``: a file
+    pinning the audit key's id (checked when it exists); ``copy``: the log is an exported copy, a
+    prefix of the host's log, so checkpoints witnessed after it was taken are not missing records
+    (:attr:`Summary.witnessed_records` then exceeds :attr:`Summary.records`).
+    """
+    verify_summary(log_path, checkpoints_path, public_key, witness=witness, pin=pin, copy=copy)
 
 
-def verify_summary(log_path: Path, checkpoints_path: Path, public_key: Ed25519PublicKey | Path) -> Summary:
+def verify_summary(
+    log_path: Path,
+    checkpoints_path: Path,
+    public_key: Ed25519PublicKey | Path,
+    *,
+    witness: Sequence[Path] = (),
+    pin: Path | None = None,
+    copy: bool = False,
+) -> Summary:
     """Like :func:`verify`, and say how many records and checkpoints were checked."""
     key = public_key if isinstance(public_key, Ed25519PublicKey) else load_public_key(Path(public_key))
+    if pin is not None:  # 0 the key pinned at first use
+        check_pin(pin, key, f"public key {public_key}" if isinstance(public_key, Path) else "public key")
+    witnessed = Witnessed(witness, key) if witness else None
     with ExitStack() as stack:
         log = _open(Path(log_path), required=True, stack=stack)
         cps_file = _open(Path(checkpoints_path), required=False, stack=stack)
         assert log is not None  # noqa: S101 - narrows the type
         checkpoints = _Checkpoints(_numbered(cps_file), key)
         checkpoints.settle(0, GENESIS, None, None)
+        if witnessed is not None:
+            witnessed.settle(0, GENESIS)
         lines = _Peekable(_numbered(log))
         seq, head, time = 0, GENESIS, None
         for lineno, line in lines:
@@ -86,8 +125,20 @@ def verify_summary(log_path: Path, checkpoints_path: Path, public_key: Ed25519Pu
                 )
             seq, head, time = n, record["hash"], record["time"]
             checkpoints.settle(seq, head, time, lines)  # 6 checkpoints at this count
+            if witnessed is not None:
+                witnessed.settle(seq, head)  # 7 witnessed checkpoints at this count
         checkpoints.finish(seq)
-        return Summary(records=seq, checkpoints=checkpoints.read, head=head)
+        if witnessed is None:
+            return Summary(records=seq, checkpoints=checkpoints.read, head=head)
+        if not copy:
+            witnessed.finish(seq)
+        return Summary(
+            records=seq,
+            checkpoints=checkpoints.read,
+            head=head,
+            witnessed=witnessed.checkpoints,
+            witnessed_records=witnessed.latest,
+        )
 
 
 def _open(path: Path, *, required: bool, stack: ExitStack) -> IO[bytes] | None:

@@ -61,8 +61,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "verify",
         help="check the hash chain and the signed checkpoints",
         description="Verify a log against its checkpoints and the audit public key. Without options, "
-        "verifies $VIGIL_HOME/audit/ with the appliance's own public key. On an exported copy, pass all "
-        "three files: only the public key is needed. Exits non-zero naming the first bad record.",
+        "verifies $VIGIL_HOME/audit/ with the appliance's own public key, which must be the one whose id "
+        "was pinned at first use in $VIGIL_HOME/trust/audit-key-id. On an exported copy, pass all "
+        "three files: only the public key is needed (and the copy's audit-key-id is checked). Alone on "
+        "the host this cannot see root with the audit key re-signing a rewritten log, nor the log and "
+        "its checkpoints cut back together: --witness checks the log against the checkpoints sent off "
+        "the host as they were made. Exits non-zero naming the first bad record.",
     )
     verify.add_argument(
         "--log", metavar="FILE", type=Path, help="log to verify (default $VIGIL_HOME/audit/log.jsonl)"
@@ -79,21 +83,34 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         type=Path,
         help="audit public key (PEM) the checkpoints must be signed with (default: audit.pub next to --log)",
     )
+    verify.add_argument(
+        "--witness",
+        metavar="FILE",
+        type=Path,
+        action="append",
+        default=[],
+        help="the log receiver's copy of this host's syslog (/var/log/vigil-remote/<host>/<date>.log), or "
+        "any file of its vigil-audit lines; repeatable. Every witnessed checkpoint must carry a good "
+        "signature of the audit key and sign the log's hash after its count of records",
+    )
     verify.set_defaults(func=verify_handler, action="audit.verify")
 
     checkpoint = audit_sub.add_parser(
         "checkpoint",
         help="sign the current head now",
         description="Write a signed checkpoint over the current head of the log (every vigil command "
-        "also does this when it exits).",
+        "also does this when it exits), and send it to syslog as a vigil-audit line for the log receiver "
+        "(again, if it exists already): says whether the syslog socket ($VIGIL_AUDIT_SYSLOG, default "
+        "/dev/log) took it.",
     )
     checkpoint.set_defaults(func=checkpoint_handler, action="audit.checkpoint")
 
     exp = audit_sub.add_parser(
         "export",
         help="copy log, checkpoints and public key for off-host keeping",
-        description="Copy log.jsonl, checkpoints.jsonl and audit.pub into the new directory DIR (staged, "
-        "then renamed). `vigil audit verify --log DIR/log.jsonl --checkpoints DIR/checkpoints.jsonl "
+        description="Copy log.jsonl, checkpoints.jsonl, audit.pub and the pinned key id audit-key-id into "
+        "the new directory DIR (staged, then renamed). `vigil audit verify --log DIR/log.jsonl "
+        "--checkpoints DIR/checkpoints.jsonl "
         "--checkpoint-key DIR/audit.pub` verifies the copy.",
     )
     exp.add_argument("--out", metavar="DIR", type=Path, required=True, help="directory to create")
@@ -153,16 +170,30 @@ def _text_line(record: dict[str, Any]) -> str:
 
 
 def verify_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
-    summary = ops.audit_verify(inv, log=args.log, checkpoints=args.checkpoints, key=args.checkpoint_key)
-    print(
+    summary = ops.audit_verify(
+        inv, log=args.log, checkpoints=args.checkpoints, key=args.checkpoint_key, witness=args.witness
+    )
+    line = (
         f"OK: audit: {summary.records} records, {summary.checkpoints} checkpoints, head {summary.head[:12]}"
     )
+    if args.witness:
+        line += f"; witnessed: {summary.witnessed} checkpoints, up to record {summary.witnessed_records}"
+        if summary.witnessed_records < summary.records:
+            line += f" of {summary.records} (later ones not witnessed yet)"
+        elif summary.witnessed_records > summary.records:
+            line += f", beyond this copy's {summary.records} (later records are not in it)"
+    print(line)
     return 0
 
 
 def checkpoint_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
-    cp = ops.audit_checkpoint(inv)
-    print(f"OK: audit: checkpoint over {cp['count']} records, head {cp['head'][:12]}, key {cp['key_id']}")
+    cp, unsent = ops.audit_checkpoint(inv)
+    sent = "sent to syslog" if unsent is None else f"not sent to syslog ({unsent})"
+    print(
+        f"OK: audit: checkpoint over {cp['count']} records, head {cp['head'][:12]}, key {cp['key_id']}",
+        end="",
+    )
+    print(f", {sent}")
     return 0
 
 

@@ -147,7 +147,12 @@ def test_export_then_verify_copy_with_only_public_key(vigil: Run, home: Path, tm
     result = vigil("audit", "export", "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"OK: audit: exported 3 records, 4 checkpoints to {out}\n"
-    assert sorted(p.name for p in out.iterdir()) == ["audit.pub", "checkpoints.jsonl", "log.jsonl"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "audit-key-id",
+        "audit.pub",
+        "checkpoints.jsonl",
+        "log.jsonl",
+    ]
     assert stat.S_IMODE(out.stat().st_mode) == 0o750
     assert stat.S_IMODE((out / "log.jsonl").stat().st_mode) == 0o640
     assert not list(out.parent.glob(".*"))  # the staging directory is gone

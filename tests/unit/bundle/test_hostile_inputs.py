@@ -216,7 +216,7 @@ def test_hostile_trust_json(
     one_fail_line(rc, err, str(bad), reason)
     rc, err = run(["trust", "install", str(bad)], capsys)
     one_fail_line(rc, err, str(bad), reason)
-    assert not (env.home / "trust").exists()
+    assert not (env.home / "trust" / "root.json").exists()
 
 
 # -- 7: file modes ----------------------------------------------------------------------------------
@@ -428,4 +428,4 @@ def test_duplicate_keys_outside_the_signed_part_are_refused(
     bad.write_text(text)
     rc, err = run(["trust", "install", str(bad)], capsys)
     one_fail_line(rc, err, str(bad), "duplicate key 'sig'")
-    assert not (env.home / "trust").exists()
+    assert not (env.home / "trust" / "root.json").exists()
