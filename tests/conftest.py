@@ -1,10 +1,69 @@
-"""Shared pytest configuration: the markers every test directory may use."""
+"""Shared pytest configuration: the markers, and the fixtures every test directory may use.
+
+Markers: ``integration`` (real binaries on this machine, or the network) and ``lab`` (the lab's
+systemd hosts). ``-m "not integration and not lab"`` is the fast part, run on every change.
+
+Session fixtures, each made once per test session, whichever tests ask first:
+
+* ``vigil_cache`` — the download cache of bundle builds ($VIGIL_CACHE, else one per session);
+* ``release`` — the debian-channel bundle built with a fresh key and trust root (minutes: built
+  once and shared; see tests/helpers/release.py);
+* ``imported_release`` — that bundle imported into a VIGIL_HOME of its own, with its trust root
+  installed: what the lab deploys from;
+* ``components`` — the imported bundle's `files/components` (or $VIGIL_BUNDLE_FILES/components).
+
+A test that uses one of these (or ``lab``/``deployed_stack``) must be marked ``integration`` or
+``lab``; collection stops otherwise (``NEEDS_MARKER``).
+
+``measured`` records a figure a test measures but does not assert (tests/helpers/measured.py).
+"""
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+from tests.helpers.fixtures import components, imported_release, measured, release, vigil_cache  # noqa: F401
+from tests.helpers.measured import FIGURES
+
+# Every vigil command sends its audit checkpoint to syslog (the witness, docs/audit.md); a test run
+# must not fill the developer's own syslog. Tests of the witness name their own socket.
+os.environ.setdefault("VIGIL_AUDIT_SYSLOG", "")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "integration: uses real binaries on this machine or the network")
     config.addinivalue_line("markers", "lab: needs the lab's systemd hosts (vigil lab up)")
+
+
+#: fixtures that build a bundle or need the lab, and the marker a test that uses one must carry, so
+#: that `-m "not integration and not lab"` stays the fast part
+NEEDS_MARKER = {
+    "release": "integration",
+    "imported_release": "integration",
+    "components": "integration",
+    "lab": "lab",
+    "deployed_stack": "lab",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    unmarked = sorted(
+        f"{item.nodeid} uses `{name}` but is not marked {marker}"
+        for item in items
+        for name, marker in NEEDS_MARKER.items()
+        if name in getattr(item, "fixturenames", ())
+        and item.get_closest_marker(marker) is None
+        and not (marker == "integration" and item.get_closest_marker("lab") is not None)
+    )
+    if unmarked:
+        raise pytest.UsageError("\n".join(unmarked))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if FIGURES.items:
+        terminalreporter.write_sep("=", "measured (not asserted)")
+        for line in FIGURES.lines():
+            terminalreporter.write_line(line)
+    FIGURES.write()

@@ -173,19 +173,32 @@ def craft_bundle(
         "expires": format_time(created + timedelta(days=valid_days)),
         "min_vigil_version": "0.1.0",
         "builder_version": "0.1.0",
-        "payload": {"size": len(payload), "sha256": hashlib.sha256(payload).hexdigest(),
-                    "compression": "zstd", "frame_bytes": FRAME_BYTES, **table},
+        "payload": {
+            "size": len(payload),
+            "sha256": hashlib.sha256(payload).hexdigest(),
+            "compression": "zstd",
+            "frame_bytes": FRAME_BYTES,
+            **table,
+        },
         "components": [
-            {"name": "demo", "version": "1.0", "license": "Apache-2.0", "kind": "file",
-             "upstream_url": "https://example.invalid/demo-1.0.tar.gz", "upstream_sha256": "0" * 64}
+            {
+                "name": "demo",
+                "version": "1.0",
+                "license": "Apache-2.0",
+                "kind": "file",
+                "upstream_url": "https://example.invalid/demo-1.0.tar.gz",
+                "upstream_sha256": "0" * 64,
+            }
         ],
         "files": [_file_entry(m) for m in listed if m.type == tarfile.REGTYPE],
         "extra": {},
     }
     if edit is not None:
         edit(manifest)
-    manifest_bytes = raw_manifest if raw_manifest is not None else (
-        json.dumps(manifest, sort_keys=True, indent=1).encode() + b"\n"
+    manifest_bytes = (
+        raw_manifest
+        if raw_manifest is not None
+        else (json.dumps(manifest, sort_keys=True, indent=1).encode() + b"\n")
     )
     sigs = {
         k.key.id_hex: k.key.sign_minisig(manifest_bytes, trusted_comment=f"test bundle v{version}")

@@ -1,13 +1,13 @@
 """The real thing: the `debian` channel built from Debian's packages and PyPI's wheels, end to end.
 
-Built twice with the same SOURCE_DATE_EPOCH (byte-identical), checked by the stock minisign,
+Built twice with the same SOURCE_DATE_EPOCH (byte-identical: the session's shared build, and once
+more here), checked by the stock minisign,
 verified, inspected, imported, and then used the way an air-gapped admin host uses it:
 a fresh virtual environment installs vigil from the bundle's wheels with `pip --no-index`.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -16,35 +16,20 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli import Vigil, vigil_env
+from tests.helpers.release import EPOCH, Release
+
 pytestmark = pytest.mark.integration
-
-REPO = Path(__file__).resolve().parents[2]
-VIGIL = [sys.executable, "-m", "vigil.installer.cli"]
-EPOCH = "1764374400"  # 2025-11-29T00:00:00Z
-
-
-def vigil(*args: str, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
-    res = subprocess.run([*VIGIL, *args], capture_output=True, text=True, env=env, cwd=REPO)
-    if check and res.returncode != 0:
-        raise AssertionError(f"vigil {' '.join(args)} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
-    return res
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+def built(tmp_path_factory: pytest.TempPathFactory, release: Release, vigil_cache: Path) -> dict[str, object]:
+    """The session's release (built with SOURCE_DATE_EPOCH) as "a", and the same release built again
+    here, into a directory of its own, as "b"."""
     tmp = tmp_path_factory.mktemp("debian")
-    cache = Path(os.environ.get("VIGIL_CACHE", str(tmp_path_factory.getbasetemp() / "vigil-cache")))
-    env = {**os.environ, "VIGIL_HOME": str(tmp / "home"), "VIGIL_CACHE": str(cache),
-           "SOURCE_DATE_EPOCH": EPOCH, "PYTHONPATH": str(REPO)}
-    vigil("keys", "generate", "--out", str(tmp / "release"), env=env)
-    vigil("trust", "init", "--key", str(tmp / "release.pub"), "--threshold", "1", "--out", str(tmp / "trust.json"),
-          env=env)
-    paths = []
-    for out in ("a", "b"):
-        res = vigil("bundle", "build", "--channel", "debian", "--version", "1", "--key", str(tmp / "release.key"),
-                    "--valid-days", "3650", "--out", str(tmp / out), env=env)
-        paths.append(Path(res.stdout.strip().splitlines()[-1]))
-    return {"tmp": tmp, "env": env, "a": paths[0], "b": paths[1]}
+    env = vigil_env(tmp / "home", VIGIL_CACHE=str(vigil_cache), SOURCE_DATE_EPOCH=EPOCH)
+    b = release.build_again(tmp / "b")
+    return {"tmp": tmp, "env": env, "a": release.bundle, "b": b, "release": release}
 
 
 def test_build_names_the_bundle_and_is_byte_identical(built: dict[str, object]) -> None:
@@ -55,14 +40,17 @@ def test_build_names_the_bundle_and_is_byte_identical(built: dict[str, object]) 
 
 
 def test_stock_minisign_verifies_real_manifest(built: dict[str, object]) -> None:
-    tmp, a = built["tmp"], built["a"]
-    assert isinstance(tmp, Path) and isinstance(a, Path)
+    tmp, a, release = built["tmp"], built["a"], built["release"]
+    assert isinstance(tmp, Path) and isinstance(a, Path) and isinstance(release, Release)
     ex = tmp / "extract"
     ex.mkdir()
     subprocess.run(["tar", "-xf", str(a), "-C", str(ex), "manifest.json", "signatures"], check=True)
     (sig,) = list((ex / "signatures").iterdir())
-    res = subprocess.run(["minisign", "-V", "-m", str(ex / "manifest.json"), "-x", str(sig),
-                          "-p", str(tmp / "release.pub")], capture_output=True, text=True)
+    res = subprocess.run(
+        ["minisign", "-V", "-m", str(ex / "manifest.json"), "-x", str(sig), "-p", str(release.pub)],
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0, res.stderr
     assert "Signature and comment signature verified" in res.stdout
 
@@ -70,7 +58,7 @@ def test_stock_minisign_verifies_real_manifest(built: dict[str, object]) -> None
 def test_inspect_lists_the_debian_components(built: dict[str, object]) -> None:
     env, a = built["env"], built["a"]
     assert isinstance(env, dict) and isinstance(a, Path)
-    info = json.loads(vigil("bundle", "inspect", str(a), "--json", env=env).stdout)
+    info = Vigil(env).json("bundle", "inspect", str(a), "--json")
     comps = {c["name"]: c for c in info["components"]}
     assert comps["victoria-metrics"]["version"] == "1.79.5+ds1-2+b5"
     assert comps["prometheus-alertmanager"]["version"] == "0.25.0-1+b4"
@@ -82,45 +70,70 @@ def test_inspect_lists_the_debian_components(built: dict[str, object]) -> None:
 
 
 def test_verify_import_and_run_the_shipped_binaries(built: dict[str, object]) -> None:
-    tmp, env, a = built["tmp"], built["env"], built["a"]
-    assert isinstance(tmp, Path) and isinstance(env, dict) and isinstance(a, Path)
-    res = vigil("bundle", "verify", str(a), "--trust", str(tmp / "trust.json"), env=env)
+    env, a, release = built["env"], built["a"], built["release"]
+    assert isinstance(env, dict) and isinstance(a, Path) and isinstance(release, Release)
+    vigil = Vigil(env)
+    home = Path(env["VIGIL_HOME"])
+    res = vigil("bundle", "verify", str(a), "--trust", str(release.trust))
     assert res.stdout.startswith("OK: vigil-1-amd64.bundle: version 1, ")
-    vigil("bundle", "import", str(a), "--trust", str(tmp / "trust.json"), env=env)
-    files = tmp / "home" / "bundles" / "1" / "files" / "components"
-    out = subprocess.run([str(files / "victoria-metrics" / "bin" / "vmalert"), "-help"], capture_output=True,
-                         text=True)
-    assert "vmalert processes alerts and recording rules" in out.stdout + out.stderr  # Debian's -version is empty
-    out = subprocess.run([str(files / "prometheus-node-exporter" / "bin" / "node_exporter"), "--version"],
-                         capture_output=True, text=True)
+    vigil("bundle", "import", str(a), "--trust", str(release.trust))
+    files = home / "bundles" / "1" / "files" / "components"
+    out = subprocess.run(
+        [str(files / "victoria-metrics" / "bin" / "vmalert"), "-help"], capture_output=True, text=True
+    )
+    assert (
+        "vmalert processes alerts and recording rules" in out.stdout + out.stderr
+    )  # Debian's -version is empty
+    out = subprocess.run(
+        [str(files / "prometheus-node-exporter" / "bin" / "node_exporter"), "--version"],
+        capture_output=True,
+        text=True,
+    )
     assert "version 1.5.0" in out.stdout + out.stderr
-    out = subprocess.run([str(files / "prometheus-alertmanager" / "bin" / "amtool"), "--version"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [str(files / "prometheus-alertmanager" / "bin" / "amtool"), "--version"],
+        capture_output=True,
+        text=True,
+    )
     assert "0.25.0" in out.stdout + out.stderr
-    audit = vigil("audit", "verify", env=env)
+    audit = vigil("audit", "verify")
     assert audit.stdout.startswith("OK: audit: ")
 
 
 def test_admin_host_installs_vigil_from_the_bundle_offline(built: dict[str, object]) -> None:
-    tmp, env, a = built["tmp"], built["env"], built["a"]
+    tmp, env, a, release = built["tmp"], built["env"], built["a"], built["release"]
     assert isinstance(tmp, Path) and isinstance(env, dict) and isinstance(a, Path)
+    assert isinstance(release, Release)
     home = tmp / "offline-home"
-    env2 = {**env, "VIGIL_HOME": str(home)}
-    vigil("bundle", "import", str(a), "--trust", str(tmp / "trust.json"), env=env2)
+    Vigil(env).with_env(VIGIL_HOME=str(home))("bundle", "import", str(a), "--trust", str(release.trust))
     wheels = home / "bundles" / "1" / "files" / "components"
     venv = tmp / "admin-venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     clean = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     clean.update(PIP_CONFIG_FILE="/dev/null", PIP_NO_INDEX="1")
     res = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "--no-index", "--find-links", str(wheels / "vigil-deps" / "wheels"),
-         "--find-links", str(wheels / "vigil" / "wheels"), "vigil"],
-        capture_output=True, text=True, env=clean,
+        [
+            str(venv / "bin" / "pip"),
+            "install",
+            "--no-index",
+            "--find-links",
+            str(wheels / "vigil-deps" / "wheels"),
+            "--find-links",
+            str(wheels / "vigil" / "wheels"),
+            "vigil",
+        ],
+        capture_output=True,
+        text=True,
+        env=clean,
     )
     assert res.returncode == 0, res.stdout + res.stderr
-    res = subprocess.run([str(venv / "bin" / "vigil"), "bundle", "verify", str(a), "--trust",
-                          str(tmp / "trust.json")], capture_output=True, text=True,
-                         env={**clean, "VIGIL_HOME": str(home)}, cwd=str(tmp))
+    res = subprocess.run(
+        [str(venv / "bin" / "vigil"), "bundle", "verify", str(a), "--trust", str(release.trust)],
+        capture_output=True,
+        text=True,
+        env={**clean, "VIGIL_HOME": str(home)},
+        cwd=str(tmp),
+    )
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith("OK: vigil-1-amd64.bundle")
     shutil.rmtree(venv)

@@ -110,12 +110,23 @@ def cache_files(cache: Path) -> list[str]:
 def test_url_good_checksum_stages_file(tmp_path: Path, server: Server) -> None:
     data = b"#!/bin/sh\necho vmctl\n"
     url = server.put("vmctl", data)
-    comp = locked(tmp_path, [{"name": "tools", "version": "1", "license": "Apache-2.0",
-                              "source": {"kind": "url", "url": url, "sha256": sha(data)},
-                              "files": {"vmctl": "bin/vmctl"}}], "tools")
+    comp = locked(
+        tmp_path,
+        [
+            {
+                "name": "tools",
+                "version": "1",
+                "license": "Apache-2.0",
+                "source": {"kind": "url", "url": url, "sha256": sha(data)},
+                "files": {"vmctl": "bin/vmctl"},
+            }
+        ],
+        "tools",
+    )
     seen: list[tuple[int, int | None]] = []
-    staged = fetch_component(comp, tmp_path / "cache", tmp_path / "stage",
-                             progress=lambda d, t: seen.append((d, t)))
+    staged = fetch_component(
+        comp, tmp_path / "cache", tmp_path / "stage", progress=lambda d, t: seen.append((d, t))
+    )
     assert len(staged) == 1
     s = staged[0]
     assert s.path == "components/tools/bin/vmctl"
@@ -132,9 +143,19 @@ def test_url_bad_checksum_names_both_and_caches_nothing(tmp_path: Path, server: 
     data = b"tampered bytes"
     url = server.put("alertmanager.tar.gz", data)
     expected = sha(b"the real thing")
-    comp = locked(tmp_path, [{"name": "am", "version": "1", "license": "Apache-2.0",
-                              "source": {"kind": "url", "url": url, "sha256": expected},
-                              "files": {"am/alertmanager": "bin/alertmanager"}}], "am")
+    comp = locked(
+        tmp_path,
+        [
+            {
+                "name": "am",
+                "version": "1",
+                "license": "Apache-2.0",
+                "source": {"kind": "url", "url": url, "sha256": expected},
+                "files": {"am/alertmanager": "bin/alertmanager"},
+            }
+        ],
+        "am",
+    )
     with pytest.raises(FetchError) as exc:
         fetch_component(comp, tmp_path / "cache", tmp_path / "stage")
     assert exc.value.obj == url
@@ -144,20 +165,35 @@ def test_url_bad_checksum_names_both_and_caches_nothing(tmp_path: Path, server: 
 
 
 def test_url_checksum_file_and_tar_members(tmp_path: Path, server: Server) -> None:
-    archive = tar_gz({
-        "node_exporter-1.8.2.linux-amd64/node_exporter": (b"ELF exporter", 0o755),
-        "node_exporter-1.8.2.linux-amd64/LICENSE": (b"Apache", 0o644),
-        "node_exporter-1.8.2.linux-amd64/NOTICE": (b"notice", 0o644),
-    })
+    archive = tar_gz(
+        {
+            "node_exporter-1.8.2.linux-amd64/node_exporter": (b"ELF exporter", 0o755),
+            "node_exporter-1.8.2.linux-amd64/LICENSE": (b"Apache", 0o644),
+            "node_exporter-1.8.2.linux-amd64/NOTICE": (b"notice", 0o644),
+        }
+    )
     url = server.put("node_exporter-1.8.2.linux-amd64.tar.gz", archive)
-    sums = server.put("sha256sums.txt",
-                      f"{'0' * 64}  node_exporter-1.8.2.darwin-amd64.tar.gz\n"
-                      f"{sha(archive)}  node_exporter-1.8.2.linux-amd64.tar.gz\n".encode())
-    comp = locked(tmp_path, [{
-        "name": "node-exporter", "version": "1.8.2", "license": "Apache-2.0",
-        "source": {"kind": "url", "url": url, "checksum_url": sums},
-        "files": {"node_exporter-1.8.2.linux-amd64/node_exporter": "bin/node_exporter",
-                  "node_exporter-1.8.2.linux-amd64/LICENSE": "share/LICENSE"}}], "node-exporter")
+    sums = server.put(
+        "sha256sums.txt",
+        f"{'0' * 64}  node_exporter-1.8.2.darwin-amd64.tar.gz\n"
+        f"{sha(archive)}  node_exporter-1.8.2.linux-amd64.tar.gz\n".encode(),
+    )
+    comp = locked(
+        tmp_path,
+        [
+            {
+                "name": "node-exporter",
+                "version": "1.8.2",
+                "license": "Apache-2.0",
+                "source": {"kind": "url", "url": url, "checksum_url": sums},
+                "files": {
+                    "node_exporter-1.8.2.linux-amd64/node_exporter": "bin/node_exporter",
+                    "node_exporter-1.8.2.linux-amd64/LICENSE": "share/LICENSE",
+                },
+            }
+        ],
+        "node-exporter",
+    )
     assert comp.artifacts[0].sha256 == sha(archive)
     staged = fetch_component(comp, tmp_path / "cache", tmp_path / "stage")
     assert [(s.path, s.mode) for s in staged] == [
@@ -172,9 +208,19 @@ def test_url_checksum_file_and_tar_members(tmp_path: Path, server: Server) -> No
 def test_url_missing_member_is_named(tmp_path: Path, server: Server) -> None:
     archive = tar_gz({"am/amtool": (b"x", 0o755)})
     url = server.put("am.tar.gz", archive)
-    comp = locked(tmp_path, [{"name": "am", "version": "1", "license": "Apache-2.0",
-                              "source": {"kind": "url", "url": url, "sha256": sha(archive)},
-                              "files": {"am/alertmanager": "bin/alertmanager"}}], "am")
+    comp = locked(
+        tmp_path,
+        [
+            {
+                "name": "am",
+                "version": "1",
+                "license": "Apache-2.0",
+                "source": {"kind": "url", "url": url, "sha256": sha(archive)},
+                "files": {"am/alertmanager": "bin/alertmanager"},
+            }
+        ],
+        "am",
+    )
     with pytest.raises(FetchError, match="am: am.tar.gz: no member 'am/alertmanager' in the source"):
         fetch_component(comp, tmp_path / "cache", tmp_path / "stage")
 
@@ -182,9 +228,19 @@ def test_url_missing_member_is_named(tmp_path: Path, server: Server) -> None:
 def test_cache_hit_is_rehashed(tmp_path: Path, server: Server) -> None:
     data = b"vmbackup binary"
     url = server.put("vmbackup", data)
-    comp = locked(tmp_path, [{"name": "vm", "version": "1", "license": "Apache-2.0",
-                              "source": {"kind": "url", "url": url, "sha256": sha(data)},
-                              "files": {"vmbackup": "bin/vmbackup"}}], "vm")
+    comp = locked(
+        tmp_path,
+        [
+            {
+                "name": "vm",
+                "version": "1",
+                "license": "Apache-2.0",
+                "source": {"kind": "url", "url": url, "sha256": sha(data)},
+                "files": {"vmbackup": "bin/vmbackup"},
+            }
+        ],
+        "vm",
+    )
     cache = tmp_path / "cache"
     fetch_component(comp, cache, tmp_path / "s1")
     fetch_component(comp, cache, tmp_path / "s2")
@@ -238,9 +294,19 @@ def test_zip_members(tmp_path: Path, server: Server) -> None:
         zf.writestr("exporter/README.md", b"readme")
     data = buf.getvalue()
     url = server.put("redfish.zip", data)
-    comp = locked(tmp_path, [{"name": "redfish", "version": "1", "license": "MIT",
-                              "source": {"kind": "url", "url": url, "sha256": sha(data)},
-                              "files": {"exporter/": "opt/"}}], "redfish")
+    comp = locked(
+        tmp_path,
+        [
+            {
+                "name": "redfish",
+                "version": "1",
+                "license": "MIT",
+                "source": {"kind": "url", "url": url, "sha256": sha(data)},
+                "files": {"exporter/": "opt/"},
+            }
+        ],
+        "redfish",
+    )
     staged = fetch_component(comp, tmp_path / "cache", tmp_path / "stage")
     assert [(s.path, s.mode) for s in staged] == [
         ("components/redfish/opt/README.md", 0o644),
@@ -250,10 +316,19 @@ def test_zip_members(tmp_path: Path, server: Server) -> None:
 
 def test_file_source(tmp_path: Path) -> None:
     (tmp_path / "rules.yml").write_bytes(b"groups: []\n")
-    comp = locked(tmp_path, [{"name": "rules", "version": "1", "license": "Apache-2.0",
-                              "source": {"kind": "file", "path": "rules.yml",
-                                         "sha256": sha(b"groups: []\n")},
-                              "files": {"rules.yml": "etc/rules.yml"}}], "rules")
+    comp = locked(
+        tmp_path,
+        [
+            {
+                "name": "rules",
+                "version": "1",
+                "license": "Apache-2.0",
+                "source": {"kind": "file", "path": "rules.yml", "sha256": sha(b"groups: []\n")},
+                "files": {"rules.yml": "etc/rules.yml"},
+            }
+        ],
+        "rules",
+    )
     (s,) = fetch_component(comp, tmp_path / "cache", tmp_path / "stage")
     assert (s.path, s.mode, s.size) == ("components/rules/etc/rules.yml", 0o644, 11)
     assert s.upstream_url == (tmp_path / "rules.yml").as_uri()
@@ -264,9 +339,13 @@ def test_file_source(tmp_path: Path) -> None:
 
 # --- deb ----------------------------------------------------------------------------------------
 
-NODE = {"name": "prometheus-node-exporter", "version": "1.5.0-1+b6", "license": "Apache-2.0",
-        "source": {"kind": "deb", "package": "prometheus-node-exporter", "version": "1.5.0-1+b6"},
-        "files": {"usr/bin/prometheus-node-exporter": "bin/node_exporter"}}
+NODE = {
+    "name": "prometheus-node-exporter",
+    "version": "1.5.0-1+b6",
+    "license": "Apache-2.0",
+    "source": {"kind": "deb", "package": "prometheus-node-exporter", "version": "1.5.0-1+b6"},
+    "files": {"usr/bin/prometheus-node-exporter": "bin/node_exporter"},
+}
 
 
 def test_deb_lock_fetch_extract(tmp_path: Path, shared_cache: Path) -> None:
@@ -285,13 +364,13 @@ def test_deb_lock_fetch_extract(tmp_path: Path, shared_cache: Path) -> None:
 
 
 def test_deb_unknown_version_says_apt_get_update(tmp_path: Path) -> None:
-    bad = dict(NODE, source={"kind": "deb", "package": "prometheus-node-exporter",
-                             "version": "0.0.1-nosuch"})
+    bad = dict(NODE, source={"kind": "deb", "package": "prometheus-node-exporter", "version": "0.0.1-nosuch"})
     with pytest.raises(CatalogError) as exc:
         lock_channel(catalog(tmp_path, [bad]))
     assert exc.value.reason == (
         "apt has no prometheus-node-exporter:amd64=0.0.1-nosuch (run `apt-get update` first, and "
-        "check the version with `apt-cache policy prometheus-node-exporter`)")
+        "check the version with `apt-cache policy prometheus-node-exporter`)"
+    )
 
 
 def test_deb_size_lie_in_lock_refused(tmp_path: Path, shared_cache: Path) -> None:
@@ -311,11 +390,24 @@ def test_deb_size_lie_in_lock_refused(tmp_path: Path, shared_cache: Path) -> Non
 
 
 def test_wheel_resolve_and_fetch(tmp_path: Path, shared_cache: Path) -> None:
-    comp = locked(tmp_path, [{
-        "name": "pydeps", "version": "1", "license": "NOASSERTION",
-        "source": {"kind": "wheel", "requirements": ["packaging"], "python_version": "3.11",
-                   "platform": "manylinux2014_x86_64"},
-        "files": {"*.whl": "wheels/"}}], "pydeps")
+    comp = locked(
+        tmp_path,
+        [
+            {
+                "name": "pydeps",
+                "version": "1",
+                "license": "NOASSERTION",
+                "source": {
+                    "kind": "wheel",
+                    "requirements": ["packaging"],
+                    "python_version": "3.11",
+                    "platform": "manylinux2014_x86_64",
+                },
+                "files": {"*.whl": "wheels/"},
+            }
+        ],
+        "pydeps",
+    )
     (art,) = comp.artifacts
     assert art.filename.startswith("packaging-") and art.filename.endswith("-py3-none-any.whl")
     assert art.url and art.url.startswith("https://files.pythonhosted.org/")
@@ -336,8 +428,14 @@ def test_project_builds_vigil_wheel(tmp_path: Path) -> None:
     assert wheel.name == "vigil-0.1.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
-    assert {"vigil/bundle/catalog.py", "vigil/bundle/fetchers/__init__.py", "vigil/bundle/catalog/debian.lock.yaml",
-            "vigil/basics/errors.py", "vigil/installer/cli/__init__.py", "vigil/installer/ops/__init__.py"} <= names
+    assert {
+        "vigil/bundle/catalog.py",
+        "vigil/bundle/fetchers/__init__.py",
+        "vigil/bundle/catalog/debian.lock.yaml",
+        "vigil/basics/errors.py",
+        "vigil/installer/cli/__init__.py",
+        "vigil/installer/ops/__init__.py",
+    } <= names
     # one namespace: nothing at the top level but vigil/ (no __init__.py: shared with vigil.exporters)
     assert {n.split("/")[0] for n in names} == {"vigil", "vigil-0.1.0.dist-info"}
     assert "vigil/__init__.py" not in names
@@ -349,7 +447,8 @@ def test_project_wheel_is_reproducible(tmp_path: Path, monkeypatch: pytest.Monke
     (proj / "tinypkg" / "__init__.py").write_text("VALUE = 1\n")
     (proj / "pyproject.toml").write_text(
         '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
-        '[project]\nname = "tinypkg"\nversion = "1.0"\n')
+        '[project]\nname = "tinypkg"\nversion = "1.0"\n'
+    )
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1764417600")
     a = build_project_wheel(proj, tmp_path / "a")
     os.utime(proj / "tinypkg" / "__init__.py", (1, 1))  # source mtimes must not matter
@@ -365,10 +464,20 @@ def test_project_component_stages_wheel(tmp_path: Path) -> None:
     (proj / "tinypkg" / "__init__.py").write_text("")
     (proj / "pyproject.toml").write_text(
         '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
-        '[project]\nname = "tinypkg"\nversion = "2.0"\n')
-    comp = locked(tmp_path, [{"name": "tiny", "license": "MIT",
-                              "source": {"kind": "project", "path": "proj"},
-                              "files": {"*.whl": "wheels/"}}], "tiny")
+        '[project]\nname = "tinypkg"\nversion = "2.0"\n'
+    )
+    comp = locked(
+        tmp_path,
+        [
+            {
+                "name": "tiny",
+                "license": "MIT",
+                "source": {"kind": "project", "path": "proj"},
+                "files": {"*.whl": "wheels/"},
+            }
+        ],
+        "tiny",
+    )
     assert comp.version == "2.0" and comp.artifacts[0].sha256 is None
     (s,) = fetch_component(comp, tmp_path / "cache", tmp_path / "stage")
     assert s.path == "components/tiny/wheels/tinypkg-2.0-py3-none-any.whl"

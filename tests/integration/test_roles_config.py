@@ -1,14 +1,14 @@
 """The roles' configuration is accepted by the real binaries of the debian bundle — and broken
 configuration is refused with the tool's own message.
 
-The binaries come from a debian-channel bundle built and imported here with the vigil CLI (or
-from an imported bundle's `files/` directory named by VIGIL_BUNDLE_FILES). Each check runs the
-role's own `validate` command, read from its task file, so the test and the deploy agree.
+The binaries come from the session's debian-channel bundle, built and imported once with the vigil
+CLI (tests/conftest.py), or from an imported bundle's `files/` directory named by VIGIL_BUNDLE_FILES.
+Each check runs the role's own `validate` command, read from its task file, so the test and the
+deploy agree.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
@@ -23,56 +23,11 @@ from tests.unit.roles.rendering import ROLES, render
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-VIGIL = [sys.executable, "-m", "vigil.installer.cli"]
 BINARIES = {
     "_victoriametrics_binary": "victoria-metrics/bin/victoria-metrics",
     "_vmalert_binary": "victoria-metrics/bin/vmalert",
     "_alertmanager_amtool": "prometheus-alertmanager/bin/amtool",
 }
-
-
-def vigil(*args: str, env: dict[str, str]) -> str:
-    res = subprocess.run([*VIGIL, *args], capture_output=True, text=True, env=env, cwd=REPO, check=False)
-    assert res.returncode == 0, f"vigil {' '.join(args)}: {res.stdout}\n{res.stderr}"
-    return res.stdout
-
-
-@pytest.fixture(scope="session")
-def components(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`<store>/bundles/<N>/files/components` of an imported debian bundle."""
-    given = os.environ.get("VIGIL_BUNDLE_FILES")
-    if given:
-        return Path(given) / "components"
-    tmp = tmp_path_factory.mktemp("roles-bundle")
-    cache = Path(os.environ.get("VIGIL_CACHE", str(tmp_path_factory.getbasetemp() / "vigil-cache")))
-    env = {**os.environ, "VIGIL_HOME": str(tmp / "home"), "VIGIL_CACHE": str(cache), "PYTHONPATH": str(REPO)}
-    vigil("keys", "generate", "--out", str(tmp / "release"), env=env)
-    vigil(
-        "trust",
-        "init",
-        "--key",
-        str(tmp / "release.pub"),
-        "--threshold",
-        "1",
-        "--out",
-        str(tmp / "trust.json"),
-        env=env,
-    )
-    out = vigil(
-        "bundle",
-        "build",
-        "--channel",
-        "debian",
-        "--version",
-        "1",
-        "--key",
-        str(tmp / "release.key"),
-        "--out",
-        str(tmp / "out"),
-        env=env,
-    )
-    vigil("bundle", "import", out.strip().splitlines()[-1], "--trust", str(tmp / "trust.json"), env=env)
-    return tmp / "home" / "bundles" / "1" / "files" / "components"
 
 
 @pytest.fixture(scope="module")
@@ -207,23 +162,42 @@ def test_bundle_exporters_wheel_serves_every_collectors_csv_field(components: Pa
     sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
     version = wheel.name.split("-")[1]
     script = (ROLES / "_common" / "files" / "unpack_wheel.py").read_text()
-    res = subprocess.run([sys.executable, "-", str(wheel), str(tmp_path), version, sha, "2"], input=script,
-                         capture_output=True, text=True, check=False)
+    res = subprocess.run(
+        [sys.executable, "-", str(wheel), str(tmp_path), version, sha, "2"],
+        input=script,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert (res.returncode, res.stdout) == (0, "unpacked\n"), res.stderr
     args = yaml.safe_load((ROLES / "dcgm_exporter" / "vars" / "main.yml").read_text())[
-        "_dcgm_exporter_simulator_exec_start"]
+        "_dcgm_exporter_simulator_exec_start"
+    ]
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    values = {"_dcgm_exporter_address": f"127.0.0.1:{port}", "dcgm_exporter_jobmap_dir": str(tmp_path / "jobmap"),
-              "dcgm_exporter_simulator_faults_file": str(tmp_path / "faults.json"),
-              "dcgm_exporter_simulator_gpus": "4", "dcgm_exporter_simulator_model": "NVIDIA H100 80GB HBM3",
-              "dcgm_exporter_simulator_busy_power": "350", "dcgm_exporter_simulator_idle_power": "60",
-              "dcgm_exporter_simulator_power_noise": "0", "inventory_hostname": "gpu01"}
+    values = {
+        "_dcgm_exporter_address": f"127.0.0.1:{port}",
+        "dcgm_exporter_jobmap_dir": str(tmp_path / "jobmap"),
+        "dcgm_exporter_simulator_faults_file": str(tmp_path / "faults.json"),
+        "dcgm_exporter_simulator_gpus": "4",
+        "dcgm_exporter_simulator_model": "NVIDIA H100 80GB HBM3",
+        "dcgm_exporter_simulator_busy_power": "350",
+        "dcgm_exporter_simulator_idle_power": "60",
+        "dcgm_exporter_simulator_power_noise": "0",
+        "inventory_hostname": "gpu01",
+    }
     argv = [re.sub(r"\{\{ (\w+) \}\}", lambda m: values[m.group(1)], a).replace('"', "") for a in args]
-    proc = subprocess.Popen([sys.executable, *argv[1:]], cwd="/", env={"PYTHONPATH": str(tmp_path / "current"
-                            if (tmp_path / "current").exists() else tmp_path / version)},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, *argv[1:]],
+        cwd="/",
+        env={
+            "PYTHONPATH": str(tmp_path / "current" if (tmp_path / "current").exists() else tmp_path / version)
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 20
         while True:
@@ -239,9 +213,13 @@ def test_bundle_exporters_wheel_serves_every_collectors_csv_field(components: Pa
         proc.terminate()
         proc.wait(10)
     types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.MULTILINE))
-    rows = [[c.strip() for c in r] for r in csv.reader(
-        (ROLES / "dcgm_exporter" / "files" / "vigil-counters.csv").read_text().splitlines())
-        if r and not r[0].startswith("#")]
+    rows = [
+        [c.strip() for c in r]
+        for r in csv.reader(
+            (ROLES / "dcgm_exporter" / "files" / "vigil-counters.csv").read_text().splitlines()
+        )
+        if r and not r[0].startswith("#")
+    ]
     for name, kind, _ in rows:
         if kind == "label":
             assert f'{name}="' in text, name

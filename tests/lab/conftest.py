@@ -9,7 +9,8 @@ Any test under tests/lab asks for the session fixture ``lab``::
         lab.ssh("gpu01", "false", check=False).returncode
 
 The lab is brought up (a running one is reused) before the first such test and taken down at the
-end of the session; set VIGIL_LAB_KEEP=1 to leave it running. A missing prerequisite (not root, no
+end of the session; set VIGIL_LAB_KEEP=1 to leave it running. Modules that need the whole stack
+deployed ask for ``deployed_stack`` (session-wide: see there). A missing prerequisite (not root, no
 debootstrap or systemd-nspawn) fails the tests with a message saying what to install; nothing is
 skipped.
 """
@@ -19,14 +20,18 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli import Vigil
+from tests.helpers.measured import FIGURES
+from tests.helpers.release import Imported
 from vigil.installer import lab as lab_api
-from vigil.installer.lab import HOSTS, LabPaths
+from vigil.installer.lab import HOSTS, LabPaths, state
 from vigil.installer.lab._proc import TOOLS
 
 
@@ -94,47 +99,92 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 @dataclass
 class DeployedStack:
-    """The stack deployed on the lab from a real signed bundle (build → import → `vigil deploy`)."""
+    """The stack deployed on the lab from the session's signed bundle (build → import → `vigil deploy`)."""
 
-    #: environment of the vigil CLI runs (VIGIL_HOME, VIGIL_CACHE, PYTHONPATH)
-    env: dict[str, str]
-    #: `vigil deploy --json` of the first deploy
+    #: the imported release it was deployed from (its VIGIL_HOME holds the audit log and the secrets)
+    imported: Imported
+    #: `vigil deploy --json` of the first deploy on these hosts
     first: dict[str, object]
-    tmp: Path
+    #: how long that deploy took (a figure, listed at the end of the run)
+    first_secs: float
+    #: the hosts it went to: {name: (pid, start time)} of the lab when it was deployed
+    boot: dict[str, tuple[int, int]]
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Environment of `vigil` runs against the deploy's home (VIGIL_HOME, VIGIL_CACHE, PYTHONPATH)."""
+        return self.imported.env
+
+    @property
+    def vigil(self) -> Vigil:
+        return self.imported.vigil
+
+    @property
+    def home(self) -> Path:
+        return self.imported.home
 
 
-def deploy_stack_from_bundle(lab: Lab, tmp: Path, cache: str) -> DeployedStack:
-    """Build and import a debian-channel bundle as a release would, and deploy it on the lab.
+def _boot(the_lab: Lab) -> dict[str, tuple[int, int]]:
+    """Which hosts run now: a lab taken down and brought up again has new ones (with nothing deployed)."""
+    return {n: (h.pid, h.starttime) for n, h in state.load(the_lab.paths.state_file).hosts.items()}
 
-    The same steps as tests/lab/test_deploy_stack.py's ``stack`` fixture, for modules that need the
-    deployed stack without repeating them.
-    """
-    import json
-    import sys
 
-    repo = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "VIGIL_HOME": str(tmp / "home"), "VIGIL_CACHE": cache, "PYTHONPATH": str(repo)}
+class _Stacks:
+    """The session's deployed stack: deployed on first use, and again only if the lab was re-created."""
 
-    def vigil(*args: str) -> str:
-        res = subprocess.run([sys.executable, "-m", "vigil.installer.cli", *args], capture_output=True, text=True,
-                             env=env, cwd=repo, timeout=1500, check=False)
-        if res.returncode != 0:
-            pytest.fail(f"vigil {' '.join(args)} exited {res.returncode}\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}")
-        return res.stdout
+    def __init__(self, the_lab: Lab, imported: Imported) -> None:
+        self.lab, self.imported = the_lab, imported
+        self.current: DeployedStack | None = None
 
-    vigil("keys", "generate", "--out", str(tmp / "release"))
-    vigil("trust", "init", "--key", str(tmp / "release.pub"), "--threshold", "1", "--out", str(tmp / "trust.json"))
-    vigil("trust", "install", str(tmp / "trust.json"))
-    vigil("bundle", "build", "--channel", "debian", "--version", "1", "--key", str(tmp / "release.key"),
-          "--out", str(tmp / "out"))
-    vigil("bundle", "import", str(tmp / "out" / "vigil-1-amd64.bundle"))
-    first = json.loads(vigil("deploy", "-i", str(lab.inventory), "--json"))
-    return DeployedStack(env=env, first=first, tmp=tmp)
+    def get(self) -> DeployedStack:
+        boot = _boot(self.lab)
+        if self.current is None or self.current.boot != boot:
+            t0 = time.monotonic()
+            first = self.imported.vigil.json("deploy", "-i", str(self.lab.inventory), "--json")
+            secs = time.monotonic() - t0
+            FIGURES.add("lab: first deploy of the stack", secs, "tests/lab (deployed_stack)")
+            self.current = DeployedStack(imported=self.imported, first=first, first_secs=secs, boot=boot)
+        return self.current
+
+
+@pytest.fixture(scope="session")
+def _stacks(lab: Lab, imported_release: Imported) -> _Stacks:
+    return _Stacks(lab, imported_release)
 
 
 @pytest.fixture(scope="module")
-def deployed_stack(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> DeployedStack:
-    """Module-scoped: the stack deployed from a fresh bundle (see ``deploy_stack_from_bundle``)."""
-    tmp = tmp_path_factory.mktemp("deployed-stack")
-    cache = os.environ.get("VIGIL_CACHE", str(tmp_path_factory.getbasetemp() / "vigil-cache"))
-    return deploy_stack_from_bundle(lab, tmp, cache)
+def deployed_stack(_stacks: _Stacks) -> DeployedStack:
+    """The stack deployed on the lab from the session's release, shared by every lab module.
+
+    Deployed once per session (a bundle build and a deploy take minutes); deployed again only when
+    a module re-created the lab hosts (test_lab.py's down/up). A module that changes what the deploy
+    set up (faults, a stopped node, a role applied by itself, slurm.conf) puts it back when it ends.
+    """
+    return _stacks.get()
+
+
+#: The lab modules' order. The deployed stack's own checks run first, on the stack as the deploy
+#: left it; then the modules that inject faults or run jobs (each cleans up after itself, and the
+#: alerts wait for a quiet Alertmanager, so they go before the exporters' fault injection); then
+#: the modules that apply a role by themselves; the lab's own down/up last. A module not named
+#: here runs after FIRST, before LAST.
+FIRST = ("test_deploy_stack.py", "test_gpu_accounting.py", "test_alerts.py", "test_exporters.py")
+LAST = ("test_audit_role.py", "test_jobmap.py", "test_lab.py")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    slots = [i for i, item in enumerate(items) if Path(item.path).parent == here]
+
+    def rank(item: pytest.Item) -> int:
+        name = Path(item.path).name
+        if name in FIRST:
+            return FIRST.index(name)
+        if name in LAST:
+            return len(FIRST) + 1 + LAST.index(name)
+        return len(FIRST)
+
+    ordered = sorted((items[i] for i in slots), key=rank)  # stable: a module's own order is kept
+    for i, item in zip(slots, ordered, strict=True):
+        items[i] = item

@@ -1,6 +1,6 @@
 """HTTP to the lab's monitoring host, for lab tests: VictoriaMetrics, vmalert and Alertmanager on mon01.
 
-Only 198.18.0.10 is ever asked (asserted), with proxies ignored.
+Only mon01's address (from vigil.installer.lab.hosts) is ever asked (asserted), with proxies ignored.
 """
 
 from __future__ import annotations
@@ -14,7 +14,11 @@ from typing import Any, TypeVar
 
 import pytest
 
-MON = "198.18.0.10"
+from vigil.installer.lab.hosts import host_by_name
+
+#: the monitoring host's address
+MON = host_by_name("mon01").ip
+#: the components' own default ports, which the lab keeps
 VM = f"http://{MON}:8428"
 VMALERT = f"http://{MON}:8880"
 ALERTMANAGER = f"http://{MON}:9093"
@@ -23,10 +27,15 @@ _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 T = TypeVar("T")
 
 
-def get_json(url: str, timeout: float = 20) -> Any:
+def get(url: str, timeout: float = 20) -> tuple[int, str]:
+    """GET URL on mon01: (HTTP status, body)."""
     assert url.startswith(f"http://{MON}:"), url  # the lab only
     with _NO_PROXY.open(url, timeout=timeout) as resp:
-        return json.loads(resp.read().decode())
+        return resp.status, resp.read().decode()
+
+
+def get_json(url: str, timeout: float = 20) -> Any:
+    return json.loads(get(url, timeout)[1])
 
 
 def query(expr: str, *, at: float | None = None) -> list[dict[str, Any]]:

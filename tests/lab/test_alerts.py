@@ -1,11 +1,12 @@
 """Alerts end to end on the lab: the capstone faults reach Alertmanager, a quiet period does not.
 
-The stack is deployed from a fresh signed bundle; the lab inventory caps every alert's `for:` at
-20 s (installer/lab/inventory.py), so a fault shows within about a minute. Faults come from
-`vigil lab fault` (the GPU simulator's fault file; node-down stops the node's exporters) and jobs
-from `vigil lab job` (real Slurm, so the prolog's job map tags the GPUs). The observer is
-Alertmanager's own API on mon01 (GET /api/v2/alerts): what it holds is what the receivers get
-(state `active`) or what an inhibition holds back (`suppressed`, with `inhibitedBy`).
+The stack is the session's, deployed from a signed bundle (tests/lab/conftest.py); the lab
+inventory caps every alert's `for:` at 20 s (installer/lab/inventory.py), so a fault shows within
+about a minute. Faults come from `vigil lab fault` (the GPU simulator's fault file; node-down stops
+the node's exporters) and jobs from `vigil lab job` (real Slurm, so the prolog's job map tags the
+GPUs). The observer is Alertmanager's own API on mon01 (GET /api/v2/alerts): what it holds is what
+the receivers get (state `active`) or what an inhibition holds back (`suppressed`, with
+`inhibitedBy`).
 
 1. Quiet: with jobs starting and ending on both nodes, nothing reaches Alertmanager, vmalert fires
    nothing, and every rule evaluates without error (a rule that errors would never fire either).
@@ -21,21 +22,18 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.helpers.cli import REPO, run_vigil
 from tests.lab.labhttp import VM, VMALERT, am_alerts, get_json, query, query_range, vmalert_alerts, wait_for
 
 pytestmark = pytest.mark.lab
 
-REPO = Path(__file__).resolve().parents[2]
 #: what identifies an alert in these tests (the rest — UUID, modelName, … — rides along)
 KEY = ("alertname", "severity", "instance", "job", "gpu", "hpc_job", "user", "account")
 #: an alert with the 20 s cap: one scrape (10 s) + a group evaluation (30 s) + for (20 s) + the next
@@ -44,15 +42,25 @@ SETTLE_S = 75
 
 
 def _vigil(env: dict[str, str], *args: str) -> str:
-    res = subprocess.run([sys.executable, "-m", "vigil.installer.cli", *args], capture_output=True, text=True,
-                         cwd=REPO, env=env, timeout=180, check=False)
-    assert res.returncode == 0, f"vigil {' '.join(args)}: {res.stdout}{res.stderr}"
-    return res.stdout
+    return run_vigil(*args, env=env, timeout=180).stdout
 
 
-def _job(env: dict[str, str], account: str, user: str, gpus: int, seconds: int, node: str | None = None) -> str:
-    args = ["lab", "job", "--account", account, "--user", user, "--gpus", str(gpus), "--seconds", str(seconds),
-            "--json"]
+def _job(
+    env: dict[str, str], account: str, user: str, gpus: int, seconds: int, node: str | None = None
+) -> str:
+    args = [
+        "lab",
+        "job",
+        "--account",
+        account,
+        "--user",
+        user,
+        "--gpus",
+        str(gpus),
+        "--seconds",
+        str(seconds),
+        "--json",
+    ]
     if node:
         args += ["--node", node]
     return str(json.loads(_vigil(env, *args))["job_id"])
@@ -63,14 +71,18 @@ def key(alert: dict[str, Any]) -> tuple[str, ...]:
 
 
 def brief(alerts: list[dict[str, Any]]) -> list[str]:
-    return sorted(" ".join(f"{k}={v}" for k, v in zip((*KEY, "state"), key(a)) if v) for a in alerts)
+    names = (*KEY, "state")
+    return sorted(" ".join(f"{k}={v}" for k, v in zip(names, key(a), strict=True) if v) for a in alerts)
 
 
 def all_up() -> bool:
     up = query("up")
     jobs = {s["metric"].get("job") for s in up}
-    return bool(up) and all(s["value"][1] == "1" for s in up) and {
-        "node_exporter", "dcgm_exporter", "slurm_exporter"} <= jobs
+    return (
+        bool(up)
+        and all(s["value"][1] == "1" for s in up)
+        and {"node_exporter", "dcgm_exporter", "slurm_exporter"} <= jobs
+    )
 
 
 def rule_errors() -> list[str]:
@@ -83,7 +95,12 @@ def stack(lab: Any, deployed_stack: Any) -> dict[str, str]:
     assert deployed_stack.first["ok"] is True, deployed_stack.first
     wait_for("every scrape target up", all_up, 180)
     groups = get_json(f"{VMALERT}/api/v1/rules")["data"]["groups"]
-    assert {g["name"] for g in groups} >= {"vigil_gpu_alerts", "vigil_nodes", "vigil_targets", "vigil_gpu_aggregates"}
+    assert {g["name"] for g in groups} >= {
+        "vigil_gpu_alerts",
+        "vigil_nodes",
+        "vigil_targets",
+        "vigil_gpu_aggregates",
+    }
     # what the deploy itself caused (targets down while their exporters were being installed) has
     # to resolve first; an alert left by an earlier run can take its full window (10 min for ECC)
     wait_for("Alertmanager to hold no alerts before the tests", lambda: not am_alerts(), 720, every=10)
@@ -91,8 +108,14 @@ def stack(lab: Any, deployed_stack: Any) -> dict[str, str]:
 
 
 def test_quiet_period_with_job_churn_pages_nothing(lab: Any, stack: dict[str, str]) -> None:
-    plan = [("physics", "alice", 2, 30), ("chemistry", "bob", 1, 45), ("physics", "alice", 4, 25),
-            ("chemistry", "bob", 3, 35), ("physics", "alice", 1, 40), ("chemistry", "bob", 2, 30)]
+    plan = [
+        ("physics", "alice", 2, 30),
+        ("chemistry", "bob", 1, 45),
+        ("physics", "alice", 4, 25),
+        ("chemistry", "bob", 3, 35),
+        ("physics", "alice", 1, 40),
+        ("chemistry", "bob", 2, 30),
+    ]
     jobs: list[str] = []
     seen_am: dict[tuple[str, ...], dict[str, Any]] = {}
     seen_firing: set[str] = set()
@@ -117,7 +140,10 @@ def test_quiet_period_with_job_churn_pages_nothing(lab: Any, stack: dict[str, st
     finally:
         lab.ssh("ctl01", "scancel " + " ".join(jobs), check=False)
     ids = "|".join(jobs)
-    ran = {s["metric"]["hpc_job"] for s in query(f'count by (hpc_job) (last_over_time(DCGM_FI_DEV_GPU_UTIL{{hpc_job=~"{ids}"}}[10m]))')}
+    ran = {
+        s["metric"]["hpc_job"]
+        for s in query(f'count by (hpc_job) (last_over_time(DCGM_FI_DEV_GPU_UTIL{{hpc_job=~"{ids}"}}[10m]))')
+    }
     assert ran == set(jobs), f"not every churn job reached the GPUs: {sorted(set(jobs) - ran)}"
     assert not seen_am, f"Alertmanager received alerts in a quiet period: {brief(list(seen_am.values()))}"
     assert not seen_firing, f"vmalert fired in a quiet period: {sorted(seen_firing)}"
@@ -128,8 +154,10 @@ def test_quiet_period_with_job_churn_pages_nothing(lab: Any, stack: dict[str, st
 def gpu_faults(lab: Any, stack: dict[str, str]) -> Iterator[dict[str, Any]]:
     """Job A on gpu01 with an ECC double-bit error on its GPU 0, job B on gpu02 with its GPU 1 overheating."""
     before = {a["fingerprint"] for a in am_alerts()}
-    jobs = {"A": _job(stack, "physics", "alice", 4, 900, "gpu01"),
-            "B": _job(stack, "chemistry", "bob", 4, 900, "gpu02")}
+    jobs = {
+        "A": _job(stack, "physics", "alice", 4, 900, "gpu01"),
+        "B": _job(stack, "chemistry", "bob", 4, 900, "gpu02"),
+    }
     injected: list[tuple[str, str, str]] = []
     try:
         for job, host, gpu in ((jobs["A"], "gpu01", "0"), (jobs["B"], "gpu02", "1")):
@@ -149,7 +177,9 @@ def new_alerts(before: set[str]) -> list[dict[str, Any]]:
     return [a for a in am_alerts() if a["fingerprint"] not in before]
 
 
-def test_ecc_and_thermal_faults_reach_alertmanager_naming_job_user_and_account(gpu_faults: dict[str, Any]) -> None:
+def test_ecc_and_thermal_faults_reach_alertmanager_naming_job_user_and_account(
+    gpu_faults: dict[str, Any],
+) -> None:
     a, b = gpu_faults["jobs"]["A"], gpu_faults["jobs"]["B"]
     expected = {
         ("GpuEccDoubleBitError", "P1", "gpu01", "dcgm_exporter", "0", a, "alice", "physics", "active"),
@@ -157,8 +187,12 @@ def test_ecc_and_thermal_faults_reach_alertmanager_naming_job_user_and_account(g
         ("GpuTemperatureCritical", "P0", "gpu02", "dcgm_exporter", "1", b, "bob", "chemistry", "active"),
         ("GpuTemperatureHigh", "P1", "gpu02", "dcgm_exporter", "1", b, "bob", "chemistry", "suppressed"),
     }
-    wait_for("the four expected alerts at Alertmanager",
-             lambda: expected <= {key(x) for x in new_alerts(gpu_faults["before"])}, 240, every=5)
+    wait_for(
+        "the four expected alerts at Alertmanager",
+        lambda: expected <= {key(x) for x in new_alerts(gpu_faults["before"])},
+        240,
+        every=5,
+    )
     # then long enough for anything else the faults would raise to arrive too
     time.sleep(max(0.0, gpu_faults["t0"] + 2 * SETTLE_S - time.monotonic()))
     got = new_alerts(gpu_faults["before"])
@@ -168,7 +202,9 @@ def test_ecc_and_thermal_faults_reach_alertmanager_naming_job_user_and_account(g
     assert high["status"]["inhibitedBy"] == [critical["fingerprint"]]
     for x in got:  # what the notification says names the job and the team, and where to read on
         assert x["annotations"]["runbook_url"] == f"docs/runbooks/{x['labels']['alertname']}.md"
-        assert f"Job {x['labels']['hpc_job']} (user {x['labels']['user']}" in " ".join(x["annotations"]["description"].split())
+        assert f"Job {x['labels']['hpc_job']} (user {x['labels']['user']}" in " ".join(
+            x["annotations"]["description"].split()
+        )
     receivers = {x["labels"]["alertname"]: {r["name"] for r in x["receivers"]} for x in got}
     assert receivers["GpuRowRemapFailure"] == receivers["GpuTemperatureCritical"] == {"vigil-page"}
     assert receivers["GpuEccDoubleBitError"] == {"vigil-ticket"}
@@ -191,7 +227,9 @@ def hourly_recorded() -> dict[str, str]:
     out = {}
     for path in sorted((REPO / "roles" / "vmalert" / "files" / "rules").glob("*.yml")):
         for group in yaml.safe_load(path.read_text())["groups"]:
-            out.update({r["record"]: r["expr"] for r in group["rules"] if "record" in r and ":1h]" in r["expr"]})
+            out.update(
+                {r["record"]: r["expr"] for r in group["rules"] if "record" in r and ":1h]" in r["expr"]}
+            )
     return out
 
 
@@ -216,13 +254,24 @@ def test_every_dashboard_panel_query_returns_data_from_the_lab(gpu_faults: dict[
     hourly = hourly_recorded()
     assert {"account:gpu_energy_kwh:sum30d", "account:gpu_energy_kwh:forecast30d"} <= set(hourly)
     job = gpu_faults["jobs"]["A"]
-    wait_for(f"job {job} in the job view's variable (label values of hpc_job)", lambda: job in get_json(
-        f"{VM}/api/v1/label/hpc_job/values?match[]=DCGM_FI_DEV_POWER_USAGE")["data"], 60)
-    wait_for("the firing alerts in VictoriaMetrics (vmalert writes ALERTS back)",
-             lambda: query('ALERTS{alertstate="firing"}'), 120)
+    wait_for(
+        f"job {job} in the job view's variable (label values of hpc_job)",
+        lambda: job in get_json(f"{VM}/api/v1/label/hpc_job/values?match[]=DCGM_FI_DEV_POWER_USAGE")["data"],
+        60,
+    )
+    wait_for(
+        "the firing alerts in VictoriaMetrics (vmalert writes ALERTS back)",
+        lambda: query('ALERTS{alertstate="firing"}'),
+        120,
+    )
     wait_for("an hour's GPU-hours recorded for the accounts", lambda: query("account:gpu_hours:sum1h"), 120)
-    values = {"$hpc_job": job, "$instance": "gpu01", "$__rate_interval": "1m", "$__range": "1h",
-              "$__interval": "30s"}
+    values = {
+        "$hpc_job": job,
+        "$instance": "gpu01",
+        "$__rate_interval": "1m",
+        "$__range": "1h",
+        "$__interval": "30s",
+    }
     now = time.time()
     empty, ran = [], 0
     for dashboard, title, target in panel_queries():
@@ -245,9 +294,17 @@ def test_every_dashboard_panel_query_returns_data_from_the_lab(gpu_faults: dict[
 
 
 def test_node_down_pages_once_and_holds_back_that_nodes_other_alerts(
-        lab: Any, stack: dict[str, str], gpu_faults: dict[str, Any]) -> None:
-    ecc = wait_for("the ECC alert of gpu01", lambda: [x for x in am_alerts()
-                   if x["labels"]["alertname"] == "GpuEccDoubleBitError" and x["labels"]["instance"] == "gpu01"], 240)
+    lab: Any, stack: dict[str, str], gpu_faults: dict[str, Any]
+) -> None:
+    ecc = wait_for(
+        "the ECC alert of gpu01",
+        lambda: [
+            x
+            for x in am_alerts()
+            if x["labels"]["alertname"] == "GpuEccDoubleBitError" and x["labels"]["instance"] == "gpu01"
+        ],
+        240,
+    )
     before = {x["fingerprint"] for x in am_alerts()}
     _vigil(stack, "lab", "fault", "node-down", "gpu01")
     try:
@@ -256,21 +313,35 @@ def test_node_down_pages_once_and_holds_back_that_nodes_other_alerts(
             ("VigilTargetDown", "P1", "gpu01", "dcgm_exporter", "", "", "", "", "suppressed"),
         }
         t0 = time.monotonic()
-        wait_for("NodeExporterDown for gpu01, and the GPU exporter's target-down held back",
-                 lambda: expected <= {key(x) for x in new_alerts(before)}, 240, every=5)
+        wait_for(
+            "NodeExporterDown for gpu01, and the GPU exporter's target-down held back",
+            lambda: expected <= {key(x) for x in new_alerts(before)},
+            240,
+            every=5,
+        )
         time.sleep(max(0.0, t0 + SETTLE_S - time.monotonic()))
         got = new_alerts(before)
         assert {key(x) for x in got} == expected, brief(got)
         down = next(x for x in got if x["labels"]["alertname"] == "NodeExporterDown")
-        on_gpu01 = [x for x in am_alerts() if x["labels"].get("instance") == "gpu01" and x is not down
-                    and x["fingerprint"] != down["fingerprint"]]
+        on_gpu01 = [
+            x
+            for x in am_alerts()
+            if x["labels"].get("instance") == "gpu01"
+            and x is not down
+            and x["fingerprint"] != down["fingerprint"]
+        ]
         assert ecc[0]["fingerprint"] in {x["fingerprint"] for x in on_gpu01}, brief(on_gpu01)
         for x in on_gpu01:
-            assert x["status"]["state"] == "suppressed" and x["status"]["inhibitedBy"] == [down["fingerprint"]], \
-                brief([x])
+            assert x["status"]["state"] == "suppressed" and x["status"]["inhibitedBy"] == [
+                down["fingerprint"]
+            ], brief([x])
         # the other node's alerts are not touched
-        assert any(x["labels"]["instance"] == "gpu02" and x["labels"]["alertname"] == "GpuTemperatureCritical"
-                   and x["status"]["state"] == "active" for x in am_alerts())
+        assert any(
+            x["labels"]["instance"] == "gpu02"
+            and x["labels"]["alertname"] == "GpuTemperatureCritical"
+            and x["status"]["state"] == "active"
+            for x in am_alerts()
+        )
     finally:
         _vigil(stack, "lab", "fault", "node-down", "gpu01", "--clear")
     wait_for("gpu01's exporters scraped again", all_up, 120)

@@ -1,11 +1,11 @@
 """Role `audit` on the lab's real systemd hosts, from a signed debian-channel bundle.
 
-A bundle is built and imported (its .deb files travel whole), the role alone is applied to the four
-hosts with the contract's extra vars, and then: the packages came from the bundle, the rules file is
-rendered and passes the checker, journald keeps the journal on disk with the retention, a line logged
-on gpu01 arrives in mon01's store over TLS, the audit log is forwarded too, the receiver listens on
-the cluster address only and refuses a client without a certificate of the audit CA, and a second run
-changes nothing.
+The session's bundle, built and imported once (its .deb files travel whole): the role alone is
+applied to the four hosts with the contract's extra vars, and then: the packages came from the
+bundle, the rules file is rendered and passes the checker, journald keeps the journal on disk with
+the retention, a line logged on gpu01 arrives in mon01's store over TLS, the audit log is forwarded
+too, the receiver listens on the cluster address only and refuses a client without a certificate of
+the audit CA, and a second run changes nothing.
 
 Kernel auditing: the lab's hosts are systemd-nspawn containers. nspawn's seccomp filter answers
 socket(AF_NETLINK, NETLINK_AUDIT) with EAFNOSUPPORT, and the kernel takes AUDIT_GET/AUDIT_ADD_RULE only
@@ -31,20 +31,20 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.helpers.cli import REPO
+from tests.helpers.measured import FIGURES
+from tests.helpers.release import Imported
+from vigil.installer.lab.hosts import HOSTS as LAB_HOSTS
+from vigil.installer.lab.hosts import host_by_name
+
 pytestmark = pytest.mark.lab
 
-REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-MON = "198.18.0.10"
+MON = host_by_name("mon01").ip
 PORT = 6514
-HOSTS = ["mon01", "ctl01", "gpu01", "gpu02"]
+HOSTS = [h.name for h in LAB_HOSTS]
+WHERE = "tests/lab/test_audit_role.py (applied)"
 PACKAGES = ["libauparse0", "auditd", "libestr0", "libfastjson4", "liblognorm5", "rsyslog", "rsyslog-gnutls"]
-
-
-def vigil(env: dict[str, str], *args: str) -> None:
-    res = subprocess.run([sys.executable, "-m", "vigil.installer.cli", *args], capture_output=True, text=True,
-                         env=env, cwd=REPO, timeout=1500, check=False)
-    assert res.returncode == 0, f"vigil {' '.join(args)}: {res.stdout}\n{res.stderr}"
 
 
 def contract_vars(home: Path, trust: Path) -> dict[str, Any]:
@@ -56,15 +56,23 @@ def contract_vars(home: Path, trust: Path) -> dict[str, Any]:
     return artifact_vars(open_stored(BundleStore(home), load_root(trust)))
 
 
-def playbook(tmp: Path, inventory: Path, extra: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
-    play = [{
-        "name": "Audit trail on the lab hosts",
-        "hosts": "all",
-        "gather_facts": False,
-        "pre_tasks": [{"name": "Gather the facts the role reads",
-                       "ansible.builtin.setup": {"gather_subset": ["min"]}}],
-        "roles": [{"role": "audit"}],
-    }]
+def playbook(
+    tmp: Path, inventory: Path, extra: dict[str, Any], *args: str
+) -> subprocess.CompletedProcess[str]:
+    play = [
+        {
+            "name": "Audit trail on the lab hosts",
+            "hosts": "all",
+            "gather_facts": False,
+            "pre_tasks": [
+                {
+                    "name": "Gather the facts the role reads",
+                    "ansible.builtin.setup": {"gather_subset": ["min"]},
+                }
+            ],
+            "roles": [{"role": "audit"}],
+        }
+    ]
     (tmp / "audit.yml").write_text(yaml.safe_dump(play, sort_keys=False))
     (tmp / "extra.json").write_text(json.dumps(extra))
     env = {
@@ -77,9 +85,21 @@ def playbook(tmp: Path, inventory: Path, extra: dict[str, Any], *args: str) -> s
         "ANSIBLE_STDOUT_CALLBACK": "default",
     }
     return subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", str(inventory / "hosts.yml"), str(tmp / "audit.yml"),
-         "-e", f"@{tmp / 'extra.json'}", *args],
-        capture_output=True, text=True, env=env, cwd=REPO, timeout=1200, check=False,
+        [
+            str(BIN / "ansible-playbook"),
+            "-i",
+            str(inventory / "hosts.yml"),
+            str(tmp / "audit.yml"),
+            "-e",
+            f"@{tmp / 'extra.json'}",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=1200,
+        check=False,
     )
 
 
@@ -93,30 +113,26 @@ def recap(out: str) -> dict[str, dict[str, int]]:
 
 
 @pytest.fixture(scope="module")
-def applied(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def applied(lab: Any, imported_release: Imported, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    # The session's release and its home: the audit CA the role keeps there is the one the deployed
+    # stack's audit role uses too, so running the role here leaves the stack as its deploy set it up.
     tmp = tmp_path_factory.mktemp("audit")
-    cache = os.environ.get("VIGIL_CACHE", str(tmp_path_factory.getbasetemp() / "vigil-cache"))
-    home = tmp / "home"
-    env = {**os.environ, "VIGIL_HOME": str(home), "VIGIL_CACHE": cache, "PYTHONPATH": str(REPO)}
-    vigil(env, "keys", "generate", "--out", str(tmp / "release"))
-    vigil(env, "trust", "init", "--key", str(tmp / "release.pub"), "--threshold", "1", "--out", str(tmp / "trust.json"))
-    vigil(env, "trust", "install", str(tmp / "trust.json"))
-    vigil(env, "bundle", "build", "--channel", "debian", "--version", "1", "--key", str(tmp / "release.key"),
-          "--out", str(tmp / "out"))
-    vigil(env, "bundle", "import", str(tmp / "out" / "vigil-1-amd64.bundle"))
-    extra = {**contract_vars(home, tmp / "trust.json"), "vigil_home": str(home),
-             # the lab hosts are containers: kernel auditing is refused there (see the module's doc)
-             "audit_require_kernel_audit": False}
+    home = imported_release.home
+    extra = {
+        **contract_vars(home, imported_release.release.trust),
+        "vigil_home": str(home),
+        # the lab hosts are containers: kernel auditing is refused there (see the module's doc)
+        "audit_require_kernel_audit": False,
+    }
     t0 = time.monotonic()
     first = playbook(tmp, lab.inventory, extra)
-    first_secs = time.monotonic() - t0
+    FIGURES.add("lab: audit role, first run", time.monotonic() - t0, WHERE)
     assert first.returncode == 0, first.stdout[-8000:] + first.stderr[-3000:]
     t0 = time.monotonic()
     second = playbook(tmp, lab.inventory, extra)
-    second_secs = time.monotonic() - t0
+    FIGURES.add("lab: audit role, second run", time.monotonic() - t0, WHERE)
     assert second.returncode == 0, second.stdout[-8000:] + second.stderr[-3000:]
-    return {"tmp": tmp, "home": home, "extra": extra, "first": first, "second": second,
-            "first_secs": first_secs, "second_secs": second_secs}
+    return {"tmp": tmp, "home": home, "extra": extra, "first": first, "second": second}
 
 
 def probe(lab: Any, host: str) -> dict[str, Any]:
@@ -155,7 +171,9 @@ def test_rules_file_is_rendered_and_passes_the_checker(lab: Any, applied: dict[s
         assert "-w /etc/vigil/audit/tls -p wa -k vigil-keys" in rules
         assert "-a always,exit -F path=/usr/bin/systemctl -F perm=x -k vigil-service-control" in rules
         assert "-e 2" not in rules  # audit_lock_rules is off
-        lab.ssh(host, "/usr/bin/python3 /opt/vigil/audit/bin/check-audit-rules /etc/audit/rules.d/vigil.rules")
+        lab.ssh(
+            host, "/usr/bin/python3 /opt/vigil/audit/bin/check-audit-rules /etc/audit/rules.d/vigil.rules"
+        )
         mode = lab.ssh(host, "stat -c '%a %U' /etc/audit/rules.d/vigil.rules").stdout.split()
         assert mode == ["640", "root"]
         # augenrules compiled it into audit.rules (what auditd loads at boot)
@@ -189,8 +207,11 @@ def test_journald_is_persistent_with_the_retention(lab: Any, applied: dict[str, 
         lab.ssh(host, "test -d /var/log/journal")
         marker = uuid.uuid4().hex
         lab.ssh(host, f"logger -t vigil-journal-test {marker} && journalctl --flush")
-        disk = lab.ssh(host, f"journalctl -q --directory=/var/log/journal -t vigil-journal-test | grep -c {marker}",
-                       check=False)
+        disk = lab.ssh(
+            host,
+            f"journalctl -q --directory=/var/log/journal -t vigil-journal-test | grep -c {marker}",
+            check=False,
+        )
         assert disk.stdout.strip() == "1", (host, disk.stdout, disk.stderr)
 
 
@@ -247,8 +268,9 @@ def _tls_send(ctx: ssl.SSLContext, payload: bytes) -> str:
             return f"refused: {e}"
 
 
-def test_a_client_without_a_valid_certificate_is_refused(lab: Any, applied: dict[str, Any],
-                                                        tmp_path: Path) -> None:
+def test_a_client_without_a_valid_certificate_is_refused(
+    lab: Any, applied: dict[str, Any], tmp_path: Path
+) -> None:
     ca_dir = Path(applied["home"]) / "secrets" / "audit-ca"
     assert (ca_dir.stat().st_mode & 0o777) == 0o700
     assert (ca_dir / "ca.key").stat().st_mode & 0o777 == 0o600
@@ -266,17 +288,37 @@ def test_a_client_without_a_valid_certificate_is_refused(lab: Any, applied: dict
     r1 = _tls_send(ctx(), f"<13>1 - gpu02 vigil-rogue - - - nocert {no_cert}".encode())
     # a certificate from another CA, naming a permitted host
     rogue = tmp_path / "rogue"
-    subprocess.run([sys.executable, str(REPO / "roles" / "audit" / "files" / "audit_ca.py"), "--dir", str(rogue),
-                    "ca"], check=True, capture_output=True)
-    subprocess.run([sys.executable, str(REPO / "roles" / "audit" / "files" / "audit_ca.py"), "--dir", str(rogue),
-                    "cert", "--host", "gpu02", "--usage", "client"], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, str(REPO / "roles" / "audit" / "files" / "audit_ca.py"), "--dir", str(rogue), "ca"],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "roles" / "audit" / "files" / "audit_ca.py"),
+            "--dir",
+            str(rogue),
+            "cert",
+            "--host",
+            "gpu02",
+            "--usage",
+            "client",
+        ],
+        check=True,
+        capture_output=True,
+    )
     other_ca = uuid.uuid4().hex
-    r2 = _tls_send(ctx(rogue / "hosts" / "gpu02" / "client.crt", rogue / "hosts" / "gpu02" / "client.key"),
-                   f"<13>1 - gpu02 vigil-rogue - - - rogue {other_ca}".encode())
+    r2 = _tls_send(
+        ctx(rogue / "hosts" / "gpu02" / "client.crt", rogue / "hosts" / "gpu02" / "client.key"),
+        f"<13>1 - gpu02 vigil-rogue - - - rogue {other_ca}".encode(),
+    )
     # the real client certificate of gpu02 is accepted (so the two refusals are about the certificate)
     good = uuid.uuid4().hex
-    r3 = _tls_send(ctx(ca_dir / "hosts" / "gpu02" / "client.crt", ca_dir / "hosts" / "gpu02" / "client.key"),
-                   f"<13>1 2024-01-01T00:00:00Z gpu02 vigil-good - - - good {good}\n".encode())
+    r3 = _tls_send(
+        ctx(ca_dir / "hosts" / "gpu02" / "client.crt", ca_dir / "hosts" / "gpu02" / "client.key"),
+        f"<13>1 2024-01-01T00:00:00Z gpu02 vigil-good - - - good {good}\n".encode(),
+    )
     assert r3 == "open", r3
     # the admin host is not a lab host: its lines land under its own address
     assert good in wait_for_line(lab, "*", good)
@@ -285,16 +327,22 @@ def test_a_client_without_a_valid_certificate_is_refused(lab: Any, applied: dict
     store = lab.ssh("mon01", f"grep -rl -e {no_cert} -e {other_ca} /var/log/vigil-remote/ || true").stdout
     assert store == "", store
     # the server's certificate is the audit CA's, for the name mon01: a client checks that
-    with socket.create_connection((MON, PORT), timeout=10) as raw, ctx(
-        ca_dir / "hosts" / "gpu02" / "client.crt", ca_dir / "hosts" / "gpu02" / "client.key"
-    ).wrap_socket(raw, server_hostname="mon01") as tls:
+    with (
+        socket.create_connection((MON, PORT), timeout=10) as raw,
+        ctx(ca_dir / "hosts" / "gpu02" / "client.crt", ca_dir / "hosts" / "gpu02" / "client.key").wrap_socket(
+            raw, server_hostname="mon01"
+        ) as tls,
+    ):
         assert tls.getpeercert()["subject"] == ((("commonName", "mon01"),),)
 
 
 def test_the_receiver_prunes_by_age(lab: Any, applied: dict[str, Any]) -> None:
     assert lab.ssh("mon01", "systemctl is-enabled vigil-audit-prune.timer").stdout.strip() == "enabled"
-    lab.ssh("mon01", "mkdir -p /var/log/vigil-remote/old01 && touch -d '401 days ago' "
-                     "/var/log/vigil-remote/old01/2000-01-01.log && touch /var/log/vigil-remote/old01/today.log")
+    lab.ssh(
+        "mon01",
+        "mkdir -p /var/log/vigil-remote/old01 && touch -d '401 days ago' "
+        "/var/log/vigil-remote/old01/2000-01-01.log && touch /var/log/vigil-remote/old01/today.log",
+    )
     lab.ssh("mon01", "systemctl start vigil-audit-prune.service")
     left = lab.ssh("mon01", "ls /var/log/vigil-remote/old01").stdout.split()
     lab.ssh("mon01", "rm -rf /var/log/vigil-remote/old01")

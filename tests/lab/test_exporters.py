@@ -11,20 +11,18 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli import REPO, run_vigil
+from tests.unit.exporters.expo_helpers import parse_exposition
 from vigil.bundle.fetchers._project import build_project_wheel
 from vigil.installer.lab import ssh_argv
-from tests.unit.exporters.expo_helpers import parse_exposition
 
 pytestmark = [pytest.mark.lab]
 
-ROOT = Path(__file__).resolve().parents[2]
 PREFIX = "/opt/vigil-test/exporters"
 JOBMAP = "/run/vigil-test/jobmap"
 SIM_PORT = 19400
@@ -33,8 +31,7 @@ ACCOUNTS = ("xtest-physics", "xtest-chemistry")  # test-only accounts: counts ex
 
 
 def _vigil(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "vigil.installer.cli", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
+    return run_vigil(*args, check=False, timeout=120)
 
 
 def _scrape(ip: str, port: int) -> dict[str, list[tuple[dict[str, str], float]]]:
@@ -55,23 +52,32 @@ def _wait_scrape(ip: str, port: int, timeout: float = 30) -> dict[str, list[tupl
 
 @pytest.fixture(scope="module")
 def exporters_running(lab, tmp_path_factory):
-    wheel = build_project_wheel(ROOT / "exporters", tmp_path_factory.mktemp("wheel"))
+    wheel = build_project_wheel(REPO / "exporters", tmp_path_factory.mktemp("wheel"))
     units = {"gpu01": "vigil-test-gpusim", "ctl01": "vigil-test-slurm-exporter"}
     for host in units:
-        cmd = (f"rm -rf {PREFIX} && mkdir -p {PREFIX} && cat > /tmp/{wheel.name} && "
-               f"python3 -m zipfile -e /tmp/{wheel.name} {PREFIX} && rm /tmp/{wheel.name}")
-        cp = subprocess.run(ssh_argv(lab.paths, lab.ip(host), cmd), input=wheel.read_bytes(),
-                            capture_output=True, timeout=60)
+        cmd = (
+            f"rm -rf {PREFIX} && mkdir -p {PREFIX} && cat > /tmp/{wheel.name} && "
+            f"python3 -m zipfile -e /tmp/{wheel.name} {PREFIX} && rm /tmp/{wheel.name}"
+        )
+        cp = subprocess.run(
+            ssh_argv(lab.paths, lab.ip(host), cmd), input=wheel.read_bytes(), capture_output=True, timeout=60
+        )
         assert cp.returncode == 0, cp.stderr.decode()
-    lab.ssh("gpu01", f"systemctl stop vigil-test-gpusim 2>/dev/null; systemctl reset-failed vigil-test-gpusim "
-                     f"2>/dev/null; rm -rf {JOBMAP}; mkdir -p {JOBMAP}; "
-                     f"systemd-run --unit=vigil-test-gpusim --collect -E PYTHONPATH={PREFIX} "
-                     f"/usr/bin/python3 -m vigil.exporters.gpusim --address {lab.ip('gpu01')}:{SIM_PORT} "
-                     f"--hpc-job-mapping-dir {JOBMAP} --power-noise 0")
-    lab.ssh("ctl01", "systemctl stop vigil-test-slurm-exporter 2>/dev/null; "
-                     "systemctl reset-failed vigil-test-slurm-exporter 2>/dev/null; "
-                     f"systemd-run --unit=vigil-test-slurm-exporter --collect -E PYTHONPATH={PREFIX} "
-                     f"/usr/bin/python3 -m vigil.exporters.slurm --listen-address {lab.ip('ctl01')}:{SLURM_PORT}")
+    lab.ssh(
+        "gpu01",
+        f"systemctl stop vigil-test-gpusim 2>/dev/null; systemctl reset-failed vigil-test-gpusim "
+        f"2>/dev/null; rm -rf {JOBMAP}; mkdir -p {JOBMAP}; "
+        f"systemd-run --unit=vigil-test-gpusim --collect -E PYTHONPATH={PREFIX} "
+        f"/usr/bin/python3 -m vigil.exporters.gpusim --address {lab.ip('gpu01')}:{SIM_PORT} "
+        f"--hpc-job-mapping-dir {JOBMAP} --power-noise 0",
+    )
+    lab.ssh(
+        "ctl01",
+        "systemctl stop vigil-test-slurm-exporter 2>/dev/null; "
+        "systemctl reset-failed vigil-test-slurm-exporter 2>/dev/null; "
+        f"systemd-run --unit=vigil-test-slurm-exporter --collect -E PYTHONPATH={PREFIX} "
+        f"/usr/bin/python3 -m vigil.exporters.slurm --listen-address {lab.ip('ctl01')}:{SLURM_PORT}",
+    )
     _wait_scrape(lab.ip("gpu01"), SIM_PORT)
     _wait_scrape(lab.ip("ctl01"), SLURM_PORT)
     yield lab
@@ -82,8 +88,20 @@ def exporters_running(lab, tmp_path_factory):
 
 
 def _submit(account: str, gpus: int, node: str = "gpu01", user: str = "alice") -> str:
-    cp = _vigil("lab", "job", "--account", account, "--user", user, "--gpus", str(gpus), "--seconds", "300",
-                "--node", node)
+    cp = _vigil(
+        "lab",
+        "job",
+        "--account",
+        account,
+        "--user",
+        user,
+        "--gpus",
+        str(gpus),
+        "--seconds",
+        "300",
+        "--node",
+        node,
+    )
     assert cp.returncode == 0, cp.stderr
     job = cp.stdout.strip()
     assert job.isdigit(), cp.stdout
@@ -126,12 +144,15 @@ def test_hpc_job_follows_the_job_and_slurm_counts_accounts(exporters_running):
                 seen.setdefault(labels["hpc_job"], set()).add(labels["gpu"])
         assert seen == {j: {str(g) for g in gpus} for j, gpus in alloc.items()}
         power = {lbl["gpu"]: v for lbl, v in fams["DCGM_FI_DEV_POWER_USAGE"]}
-        for j, gpus in alloc.items():
+        for gpus in alloc.values():
             assert all(power[str(g)] == 350.0 for g in gpus)
         assert all(lbl["Hostname"] == "gpu01" for lbl, _ in fams["DCGM_FI_DEV_POWER_USAGE"])
 
-        counts = {(lbl["account"], lbl["state"]): v for lbl, v in _scrape(lab.ip("ctl01"), SLURM_PORT)["slurm_jobs"]
-                  if lbl["account"] in ACCOUNTS}
+        counts = {
+            (lbl["account"], lbl["state"]): v
+            for lbl, v in _scrape(lab.ip("ctl01"), SLURM_PORT)["slurm_jobs"]
+            if lbl["account"] in ACCOUNTS
+        }
         assert counts == {(ACCOUNTS[0], "running"): 1, (ACCOUNTS[1], "running"): 1}
         slurm = _scrape(lab.ip("ctl01"), SLURM_PORT)
         assert {lbl["command"]: v for lbl, v in slurm["slurm_up"]} == {"squeue": 1, "sinfo": 1, "sdiag": 1}

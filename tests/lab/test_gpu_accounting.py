@@ -1,9 +1,9 @@
 """End to end: GPU energy and GPU-hours per Slurm account, from the deployed stack, in VictoriaMetrics.
 
-lab up → a debian bundle built, imported and deployed with `vigil deploy` (the lab inventory runs the
-GPU simulator on gpu01/gpu02 with no power noise, the Slurm exporter on ctl01, the Slurm job map
-prolog, and scrapes every 10 s) → GPU jobs under the accounts `physics` and `chemistry` → in
-VictoriaMetrics (HTTP to 198.18.0.10:8428 only):
+lab up → a debian bundle built, imported and deployed with `vigil deploy` (the session's deployed
+stack, tests/lab/conftest.py; the lab inventory runs the GPU simulator on gpu01/gpu02 with no power
+noise, the Slurm exporter on ctl01, the Slurm job map prolog, and scrapes every 10 s) → GPU jobs
+under the accounts `physics` and `chemistry` → in VictoriaMetrics (HTTP to mon01:8428 only):
 
 1. the DCGM series of each running job's GPUs carry `hpc_job`, one series per allocated GPU, and
    `slurm_job_info` names the job's account;
@@ -21,11 +21,7 @@ between those samples (`tlast_over_time - tfirst_over_time`).
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,7 +30,6 @@ from tests.lab.labhttp import query, wait_for
 
 pytestmark = pytest.mark.lab
 
-REPO = Path(__file__).resolve().parents[2]
 BUSY_W = 350.0  # dcgm_exporter_simulator_busy_power, the role default the lab keeps
 SCRAPE_S = 10  # the lab inventory's victoriametrics_scrape_interval
 ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
@@ -48,25 +43,40 @@ def by(series: list[dict[str, Any]], label: str) -> dict[str, float]:
 
 def joined(expr_left: str, ids: str, window: str) -> str:
     """``expr_left`` per GPU series, attributed to the account of its job: the accounting join."""
-    return (f"sum by (account) (({expr_left}) * on(hpc_job) group_left(account) "
-            f'last_over_time(slurm_job_info{{hpc_job=~"{ids}"}}[{window}]))')
+    return (
+        f"sum by (account) (({expr_left}) * on(hpc_job) group_left(account) "
+        f'last_over_time(slurm_job_info{{hpc_job=~"{ids}"}}[{window}]))'
+    )
 
 
 @pytest.fixture(scope="module")
 def ran_jobs(lab: Any, deployed_stack: Any) -> dict[str, Any]:
     assert deployed_stack.first["ok"] is True, deployed_stack.first
-    wait_for("the GPU simulators and the Slurm exporter to be scraped",
-             lambda: by(query('up{job=~"dcgm_exporter|slurm_exporter"}'), "instance")
-             == {"gpu01": 1.0, "gpu02": 1.0, "ctl01": 1.0}, 120)
+    wait_for(
+        "the GPU simulators and the Slurm exporter to be scraped",
+        lambda: (
+            by(query('up{job=~"dcgm_exporter|slurm_exporter"}'), "instance")
+            == {"gpu01": 1.0, "gpu02": 1.0, "ctl01": 1.0}
+        ),
+        120,
+    )
     t0 = time.time()
     jobs: dict[str, tuple[str, str, int, int]] = {}
     try:
         for account, user, gpus, seconds in JOBS:
-            res = subprocess.run(
-                [sys.executable, "-m", "vigil.installer.cli", "lab", "job", "--account", account, "--user", user,
-                 "--gpus", str(gpus), "--seconds", str(seconds)],
-                capture_output=True, text=True, cwd=REPO, timeout=120, env=deployed_stack.env, check=False)
-            assert res.returncode == 0, res.stderr
+            res = deployed_stack.vigil(
+                "lab",
+                "job",
+                "--account",
+                account,
+                "--user",
+                user,
+                "--gpus",
+                str(gpus),
+                "--seconds",
+                str(seconds),
+                timeout=120,
+            )
             jobs[res.stdout.strip().splitlines()[-1]] = (account, user, gpus, seconds)
         ids = "|".join(jobs)
         # 1. while they run: hpc_job on every allocated GPU's series, slurm_job_info with the account
@@ -83,9 +93,15 @@ def ran_jobs(lab: Any, deployed_stack: Any) -> dict[str, Any]:
         running = wait_for("every job's GPUs to carry hpc_job in VictoriaMetrics", gpus_tagged, 90)
         info = wait_for("slurm_job_info of every job", job_info, 60)
         # 2. until they have ended and their epilogs have run
-        wait_for("the jobs' epilogs to remove slurm_job_info and the GPU map lines",
-                 lambda: not query(f'slurm_job_info{{hpc_job=~"{ids}"}}')
-                 and not query(f'{ENERGY}{{hpc_job=~"{ids}"}}'), 180, every=5)
+        wait_for(
+            "the jobs' epilogs to remove slurm_job_info and the GPU map lines",
+            lambda: (
+                not query(f'slurm_job_info{{hpc_job=~"{ids}"}}')
+                and not query(f'{ENERGY}{{hpc_job=~"{ids}"}}')
+            ),
+            180,
+            every=5,
+        )
     finally:
         if jobs:  # normally finished already; never leave one running in the shared lab
             lab.ssh("ctl01", "scancel " + " ".join(jobs), check=False)
@@ -101,13 +117,18 @@ def test_running_jobs_tag_their_gpus_with_hpc_job(ran_jobs: dict[str, Any]) -> N
         assert len({m["gpu"] for m in mine}) == gpus
         # the GPU series come from the node the prolog ran on
         assert {m["Hostname"] for m in mine} == {info[job]["node"]} and {m["instance"] for m in mine} == {
-            info[job]["node"]}
-        assert all(float(s["value"][1]) == BUSY_W for s in ran_jobs["running"] if s["metric"]["hpc_job"] == job)
+            info[job]["node"]
+        }
+        assert all(
+            float(s["value"][1]) == BUSY_W for s in ran_jobs["running"] if s["metric"]["hpc_job"] == job
+        )
 
 
 def test_finished_jobs_join_only_through_last_over_time(ran_jobs: dict[str, Any]) -> None:
     ids, window = ran_jobs["ids"], ran_jobs["window"]
-    plain = f'sum by (account) ({ENERGY}{{hpc_job=~"{ids}"}} * on(hpc_job) group_left(account) slurm_job_info)'
+    plain = (
+        f'sum by (account) ({ENERGY}{{hpc_job=~"{ids}"}} * on(hpc_job) group_left(account) slurm_job_info)'
+    )
     assert query(plain) == []  # slurm_job_info is gone with the epilog
     held = joined(f'last_over_time({ENERGY}{{hpc_job=~"{ids}"}}[{window}])', ids, window)
     assert set(by(query(held), "account")) == {"physics", "chemistry"}
@@ -116,9 +137,12 @@ def test_finished_jobs_join_only_through_last_over_time(ran_jobs: dict[str, Any]
 def test_energy_and_gpu_hours_per_account_match_the_known_power(ran_jobs: dict[str, Any]) -> None:
     ids, window = ran_jobs["ids"], ran_jobs["window"]
     sel = f'{ENERGY}{{hpc_job=~"{ids}"}}[{window}]'
-    joules = by(query(joined(f"(max_over_time({sel}) - min_over_time({sel})) / 1000", ids, window)), "account")
-    gpu_hours = by(query(joined(f"(tlast_over_time({sel}) - tfirst_over_time({sel})) / 3600", ids, window)),
-                   "account")
+    joules = by(
+        query(joined(f"(max_over_time({sel}) - min_over_time({sel})) / 1000", ids, window)), "account"
+    )
+    gpu_hours = by(
+        query(joined(f"(tlast_over_time({sel}) - tfirst_over_time({sel})) / 3600", ids, window)), "account"
+    )
     assert set(joules) == set(gpu_hours) == {"physics", "chemistry"}, (joules, gpu_hours)
     slurm_gpu_s: dict[str, float] = {}
     gpu_series: dict[str, int] = {}
@@ -129,19 +153,36 @@ def test_energy_and_gpu_hours_per_account_match_the_known_power(ran_jobs: dict[s
         implied_j = BUSY_W * gpu_hours[account] * 3600
         assert abs(joules[account] - implied_j) <= 0.02 * implied_j, (account, joules[account], implied_j)
         implied_h = joules[account] / BUSY_W / 3600
-        assert abs(gpu_hours[account] - implied_h) <= 0.02 * implied_h, (account, gpu_hours[account], implied_h)
+        assert abs(gpu_hours[account] - implied_h) <= 0.02 * implied_h, (
+            account,
+            gpu_hours[account],
+            implied_h,
+        )
         # what Slurm ran, seen through 10 s scrapes: each GPU series loses or gains at most two intervals
         # (start and end; the prolog runs before the job and the epilog after it)
         slack = gpu_series[account] * 2 * SCRAPE_S
         assert abs(gpu_hours[account] * 3600 - slurm_gpu_s[account]) <= slack, (
-            account, gpu_hours[account] * 3600, slurm_gpu_s[account])
+            account,
+            gpu_hours[account] * 3600,
+            slurm_gpu_s[account],
+        )
 
 
 def test_the_exporters_run_hardened_as_their_own_users(lab: Any, deployed_stack: Any) -> None:
-    for host, unit in (("gpu01", "vigil-gpusim"), ("gpu02", "vigil-gpusim"), ("ctl01", "vigil-slurm-exporter")):
-        props = dict(line.split("=", 1) for line in lab.ssh(
-            host, f"systemctl show {unit} -p ActiveState,User,NoNewPrivileges,ProtectSystem,PrivateDevices,"
-                  "CapabilityBoundingSet").stdout.splitlines() if "=" in line)
+    for host, unit in (
+        ("gpu01", "vigil-gpusim"),
+        ("gpu02", "vigil-gpusim"),
+        ("ctl01", "vigil-slurm-exporter"),
+    ):
+        props = dict(
+            line.split("=", 1)
+            for line in lab.ssh(
+                host,
+                f"systemctl show {unit} -p ActiveState,User,NoNewPrivileges,ProtectSystem,PrivateDevices,"
+                "CapabilityBoundingSet",
+            ).stdout.splitlines()
+            if "=" in line
+        )
         assert props["ActiveState"] == "active", (host, unit, props)
         assert props["User"] == unit and props["NoNewPrivileges"] == "yes", props
         assert props["ProtectSystem"] == "strict" and props["PrivateDevices"] == "yes", props
@@ -151,9 +192,10 @@ def test_the_exporters_run_hardened_as_their_own_users(lab: Any, deployed_stack:
 
 
 def test_second_deploy_changes_nothing(lab: Any, deployed_stack: Any, ran_jobs: dict[str, Any]) -> None:
-    res = subprocess.run([sys.executable, "-m", "vigil.installer.cli", "deploy", "-i", str(lab.inventory), "--json"],
-                         capture_output=True, text=True, env=deployed_stack.env, cwd=REPO, timeout=1500,
-                         check=False)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    second = json.loads(res.stdout)
-    assert {h: c["changed"] for h, c in second["hosts"].items()} == {"ctl01": 0, "gpu01": 0, "gpu02": 0, "mon01": 0}
+    second = deployed_stack.vigil.json("deploy", "-i", str(lab.inventory), "--json")
+    assert {h: c["changed"] for h, c in second["hosts"].items()} == {
+        "ctl01": 0,
+        "gpu01": 0,
+        "gpu02": 0,
+        "mon01": 0,
+    }

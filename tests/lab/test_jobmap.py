@@ -3,7 +3,7 @@
 gpu01 is wired through slurm.conf's Prolog=/Epilog= lines (the role sets them and reloads slurmd);
 gpu02 the way many sites run several prologs: Prolog=/etc/slurm/prolog.d/* (the role drops a link
 there). A second script in gpu02's prolog.d records the environment Slurm really gives a prolog.
-Run with VIGIL_LAB_KEEP=1: the lab is shared.
+The lab is shared with the other lab modules: gpu02's slurm.conf is put back at the end.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ PLAY = """- name: The Slurm job map only
     - role: slurm_jobmap
 """
 ENV_DUMP = "/etc/slurm/prolog.d/10-vigil-test-env"
+#: gpu02's slurm.conf as it was before the module rewired it
+SAVED = "/etc/slurm/slurm.conf.vigil-test-saved"
 JOB_SCRIPT = """#!/bin/sh
 echo "SLURM_JOB_GPUS=$SLURM_JOB_GPUS"
 for g in $(echo "$SLURM_JOB_GPUS" | tr ',' ' '); do echo "map $g: $(cat /run/vigil/jobmap/$g)"; done
@@ -38,10 +40,21 @@ sleep "${1:-1}"
 def _playbook(lab, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     play = tmp_path / "jobmap.yml"
     play.write_text(PLAY)
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_ROLES_PATH=str(ROOT / "roles"),
-               PATH=f"{ROOT / '.venv' / 'bin'}:{os.environ.get('PATH', '')}", ANSIBLE_NOCOLOR="1")
-    cp = subprocess.run(["ansible-playbook", "-i", str(lab.hosts_file), str(play)], cwd=ROOT, env=env,
-                        capture_output=True, text=True, timeout=600)
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_ROLES_PATH=str(ROOT / "roles"),
+        PATH=f"{ROOT / '.venv' / 'bin'}:{os.environ.get('PATH', '')}",
+        ANSIBLE_NOCOLOR="1",
+    )
+    cp = subprocess.run(
+        ["ansible-playbook", "-i", str(lab.hosts_file), str(play)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert cp.returncode == 0, cp.stdout[-6000:] + cp.stderr[-3000:]
     return cp
 
@@ -62,7 +75,9 @@ def _idx(text: str) -> list[int]:
 
 
 def _job_map(lab, host: str) -> dict[str, list[str]]:
-    cp = lab.ssh(host, f"cd {MAP} && for f in *; do [ -f \"$f\" ] && printf '== %s\\n' \"$f\" && cat \"$f\"; done; true")
+    cp = lab.ssh(
+        host, f'cd {MAP} && for f in *; do [ -f "$f" ] && printf \'== %s\\n\' "$f" && cat "$f"; done; true'
+    )
     out: dict[str, list[str]] = {}
     cur = None
     for line in cp.stdout.splitlines():
@@ -75,15 +90,22 @@ def _job_map(lab, host: str) -> dict[str, list[str]]:
 
 
 def _textfiles(lab, host: str) -> dict[str, str]:
-    cp = lab.ssh(host, f"cd {TEXTFILES} 2>/dev/null && for f in slurm_job_*.prom; do [ -f \"$f\" ] && printf '== %s\\n' \"$f\" && cat \"$f\"; done; true")
+    cp = lab.ssh(
+        host,
+        f"cd {TEXTFILES} 2>/dev/null && "
+        'for f in slurm_job_*.prom; do [ -f "$f" ] && printf \'== %s\\n\' "$f" && cat "$f"; done; true',
+    )
     return {blk.split("\n", 1)[0]: blk.split("\n", 1)[1] for blk in cp.stdout.split("== ")[1:]}
 
 
 def _sbatch(lab, user: str, account: str, gpus: int, node: str, seconds: int, wait: bool = False) -> str:
     flags = "--wait " if wait else ""
-    cp = lab.ssh("ctl01", f"su {user} -s /bin/sh -c 'cd /tmp && sbatch --parsable {flags}-A {account} "
-                          f"--gres=gpu:{gpus} -w {node} -o /tmp/vigil-jobmap-%j.out /tmp/vigil-jobmap-job.sh {seconds}'",
-                 timeout=180)
+    cp = lab.ssh(
+        "ctl01",
+        f"su {user} -s /bin/sh -c 'cd /tmp && sbatch --parsable {flags}-A {account} "
+        f"--gres=gpu:{gpus} -w {node} -o /tmp/vigil-jobmap-%j.out /tmp/vigil-jobmap-job.sh {seconds}'",
+        timeout=180,
+    )
     return cp.stdout.strip().splitlines()[0].split(";")[0]
 
 
@@ -98,32 +120,60 @@ def _wait_for(fn, what: str, timeout: float = 60) -> None:
 
 @pytest.fixture(scope="module")
 def wired(lab, tmp_path_factory):
-    """The role applied to the GPU nodes, gpu02 with prolog.d/epilog.d globs and an env recorder."""
-    lab.ssh("gpu02", "set -e; c=/etc/slurm/slurm.conf; sed -i '/^[Pp]rolog *=/d; /^[Ee]pilog *=/d' $c; "
-                     "printf 'Prolog=/etc/slurm/prolog.d/*\\nEpilog=/etc/slurm/epilog.d/*\\n' >>$c; "
-                     "mkdir -p /etc/slurm/prolog.d /etc/slurm/epilog.d; "
-                     f"printf '#!/bin/sh\\nenv >/tmp/vigil-test-prolog-env.$SLURM_JOB_ID\\n' >{ENV_DUMP}; chmod 755 {ENV_DUMP}; "
-                     "systemctl reload slurmd")
-    lab.ssh("ctl01", f"cat >/tmp/vigil-jobmap-job.sh <<'EOF'\n{JOB_SCRIPT}EOF\nchmod 755 /tmp/vigil-jobmap-job.sh")
+    """The role applied to the GPU nodes, gpu02 with prolog.d/epilog.d globs and an env recorder.
+
+    The lab is shared by the session: at the end gpu02's slurm.conf is put back as it was (the
+    deployed stack's, or the lab's own) and the links the role made for the globs go.
+    """
+    lab.ssh(
+        "gpu02",
+        f"set -e; c=/etc/slurm/slurm.conf; [ -e {SAVED} ] || cp -p $c {SAVED}; "
+        "sed -i '/^[Pp]rolog *=/d; /^[Ee]pilog *=/d' $c; "
+        "printf 'Prolog=/etc/slurm/prolog.d/*\\nEpilog=/etc/slurm/epilog.d/*\\n' >>$c; "
+        "mkdir -p /etc/slurm/prolog.d /etc/slurm/epilog.d; "
+        f"printf '#!/bin/sh\\nenv >/tmp/vigil-test-prolog-env.$SLURM_JOB_ID\\n' >{ENV_DUMP}; "
+        f"chmod 755 {ENV_DUMP}; "
+        "systemctl reload slurmd",
+    )
+    lab.ssh(
+        "ctl01", f"cat >/tmp/vigil-jobmap-job.sh <<'EOF'\n{JOB_SCRIPT}EOF\nchmod 755 /tmp/vigil-jobmap-job.sh"
+    )
     tmp = tmp_path_factory.mktemp("jobmap-play")
     first = _playbook(lab, tmp)
     yield first
     lab.ssh("gpu02", f"rm -f {ENV_DUMP} /tmp/vigil-test-prolog-env.*", check=False)
+    lab.ssh(
+        "gpu02",
+        f"set -e; mv {SAVED} /etc/slurm/slurm.conf; "
+        "rm -f /etc/slurm/prolog.d/50-vigil-jobmap /etc/slurm/epilog.d/50-vigil-jobmap; "
+        "rmdir /etc/slurm/prolog.d /etc/slurm/epilog.d 2>/dev/null || true; "
+        "systemctl reload slurmd",
+    )
 
 
 def test_role_wires_each_node_and_is_idempotent(lab, wired, tmp_path) -> None:
     for host in ("gpu01", "gpu02"):
-        lab.ssh(host, "test -x /usr/local/libexec/vigil/jobmap-prolog -a -x /usr/local/libexec/vigil/jobmap-epilog")
-        st = lab.ssh(host, f"stat -c '%U %a' /usr/local/libexec/vigil/jobmap-prolog /etc/vigil/jobmap.conf {MAP}").stdout
+        lab.ssh(
+            host,
+            "test -x /usr/local/libexec/vigil/jobmap-prolog -a -x /usr/local/libexec/vigil/jobmap-epilog",
+        )
+        st = lab.ssh(
+            host, f"stat -c '%U %a' /usr/local/libexec/vigil/jobmap-prolog /etc/vigil/jobmap.conf {MAP}"
+        ).stdout
         assert st.split("\n")[:3] == ["root 755", "root 644", "root 755"], st
         conf = lab.ssh(host, "cat /etc/vigil/jobmap.conf").stdout
         assert f"VIGIL_JOBMAP_DIR={MAP}\n" in conf and f"VIGIL_TEXTFILE_DIR={TEXTFILES}\n" in conf
         assert MAP in lab.ssh(host, "cat /etc/tmpfiles.d/vigil-jobmap.conf").stdout
     conf1 = lab.ssh("gpu01", "grep -iE '^(prolog|epilog) *=' /etc/slurm/slurm.conf").stdout
-    assert conf1 == "Prolog=/usr/local/libexec/vigil/jobmap-prolog\nEpilog=/usr/local/libexec/vigil/jobmap-epilog\n"
+    assert (
+        conf1
+        == "Prolog=/usr/local/libexec/vigil/jobmap-prolog\nEpilog=/usr/local/libexec/vigil/jobmap-epilog\n"
+    )
     conf2 = lab.ssh("gpu02", "grep -iE '^(prolog|epilog) *=' /etc/slurm/slurm.conf").stdout
     assert conf2 == "Prolog=/etc/slurm/prolog.d/*\nEpilog=/etc/slurm/epilog.d/*\n"  # left as the site has it
-    links = lab.ssh("gpu02", "readlink /etc/slurm/prolog.d/50-vigil-jobmap /etc/slurm/epilog.d/50-vigil-jobmap").stdout
+    links = lab.ssh(
+        "gpu02", "readlink /etc/slurm/prolog.d/50-vigil-jobmap /etc/slurm/epilog.d/50-vigil-jobmap"
+    ).stdout
     assert links == "/usr/local/libexec/vigil/jobmap-prolog\n/usr/local/libexec/vigil/jobmap-epilog\n"
     again = _playbook(lab, tmp_path)
     assert _recap_changed(again.stdout) == {"gpu01": 0, "gpu02": 0}, again.stdout[-3000:]
@@ -138,8 +188,10 @@ def test_jobs_under_two_accounts_fill_and_empty_the_map(lab, wired) -> None:
     }
     ids = ",".join(jobs)
     try:
-        _wait_for(lambda: lab.ssh("ctl01", f"squeue -h -j {ids} -o %T").stdout.split() == ["RUNNING"] * 4,
-                  "the four jobs to run")
+        _wait_for(
+            lambda: lab.ssh("ctl01", f"squeue -h -j {ids} -o %T").stdout.split() == ["RUNNING"] * 4,
+            "the four jobs to run",
+        )
         gpus = {j: _idx(lab.ssh("ctl01", f"scontrol -d show job {j}").stdout) for j in jobs}
         for host in ("gpu01", "gpu02"):
             want: dict[str, list[str]] = {}
@@ -148,8 +200,14 @@ def test_jobs_under_two_accounts_fill_and_empty_the_map(lab, wired) -> None:
                     for g in gpus[j]:
                         want.setdefault(str(g), []).append(j)
             # the prolog may still be finishing while the job is reported RUNNING
-            _wait_for(lambda: {k: sorted(v) for k, v in _job_map(lab, host).items()}
-                      == {k: sorted(v) for k, v in want.items()}, f"the job map on {host}", 30)
+            _wait_for(
+                lambda host=host, want=want: (
+                    {k: sorted(v) for k, v in _job_map(lab, host).items()}
+                    == {k: sorted(v) for k, v in want.items()}
+                ),
+                f"the job map on {host}",
+                30,
+            )
             tf = _textfiles(lab, host)
             assert tf == {
                 f"slurm_job_{j}.prom": (
@@ -157,27 +215,43 @@ def test_jobs_under_two_accounts_fill_and_empty_the_map(lab, wired) -> None:
                     "# TYPE slurm_job_info gauge\n"
                     f'slurm_job_info{{hpc_job="{j}",user="{u}",account="{a}",partition="gpu",node="{n}"}} 1\n'
                 )
-                for j, (u, a, n) in jobs.items() if n == host
+                for j, (u, a, n) in jobs.items()
+                if n == host
             }
         # what Slurm 22.05 really hands a prolog
         first_gpu02 = next(j for j, v in jobs.items() if v[2] == "gpu02")
         env = lab.ssh("gpu02", f"cat /tmp/vigil-test-prolog-env.{first_gpu02}").stdout
-        seen = dict(line.split("=", 1) for line in env.splitlines() if line.startswith(("SLURM_JOB_", "CUDA_", "SLURMD_")))
+        seen = dict(
+            line.split("=", 1)
+            for line in env.splitlines()
+            if line.startswith(("SLURM_JOB_", "CUDA_", "SLURMD_"))
+        )
         print(f"\nprolog env of job {first_gpu02} (3 GPUs): {sorted(seen.items())}")
         assert seen["SLURM_JOB_ACCOUNT"] == "chemistry" and seen["SLURM_JOB_USER"] == "bob"
         assert sorted(int(g) for g in seen["SLURM_JOB_GPUS"].split(",")) == gpus[first_gpu02]
         # one job ends: only its lines and its textfile go
         gone = next(iter(jobs))
         lab.ssh("ctl01", f"scancel {gone}")
-        _wait_for(lambda: all(gone not in v for v in _job_map(lab, "gpu01").values())
-                  and f"slurm_job_{gone}.prom" not in _textfiles(lab, "gpu01"), "the epilog of the cancelled job")
+        _wait_for(
+            lambda: (
+                all(gone not in v for v in _job_map(lab, "gpu01").values())
+                and f"slurm_job_{gone}.prom" not in _textfiles(lab, "gpu01")
+            ),
+            "the epilog of the cancelled job",
+        )
         rest = [j for j in jobs if j != gone and jobs[j][2] == "gpu01"]
         assert sorted(sum(_job_map(lab, "gpu01").values(), [])) == sorted(rest * len(gpus[rest[0]]))
     finally:
         lab.ssh("ctl01", f"scancel {ids}", check=False)
     for host in ("gpu01", "gpu02"):
-        _wait_for(lambda: _job_map(lab, host) == {} and _textfiles(lab, host) == {}, f"{host} to be empty again")
-    log = lab.ssh("gpu01", "journalctl -t vigil-jobmap --no-pager -q --since=-10min | grep -v 'created the missing' || true")
+        _wait_for(
+            lambda host=host: _job_map(lab, host) == {} and _textfiles(lab, host) == {},
+            f"{host} to be empty again",
+        )
+    log = lab.ssh(
+        "gpu01",
+        "journalctl -t vigil-jobmap --no-pager -q --since=-10min | grep -v 'created the missing' || true",
+    )
     assert log.stdout.strip() == "", log.stdout
 
 

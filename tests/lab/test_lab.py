@@ -1,4 +1,7 @@
-"""The lab on real systemd hosts: up (twice), ssh, systemd, the air gap, Slurm with GPUs, status, down."""
+"""The lab on real systemd hosts: up (twice), ssh, systemd, the air gap, Slurm with GPUs, status, down.
+
+How long an `up` or a `down` takes is measured and listed at the end of the run, not asserted.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +12,17 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 import yaml
 
+from tests.helpers.cli import run_vigil, vigil_env
 from vigil.installer import lab as lab_api
 from vigil.installer.lab import BRIDGE, HOSTS, nspawn, state
+from vigil.installer.lab.hosts import SUBNET, host_by_name
 from vigil.installer.lab.network import link_exists, veth_name
 
 if TYPE_CHECKING:
@@ -26,19 +32,21 @@ pytestmark = pytest.mark.lab
 
 #: TEST-NET-1 (RFC 5737): only ever asked about with `ip route get`, never connected to
 OUTSIDE = "192.0.2.1"
-VIGIL = str(Path(sys.executable).with_name("vigil"))
+GPU01, MON01, CTL01 = (host_by_name(h).ip for h in ("gpu01", "mon01", "ctl01"))
+#: the lab's addresses as they would appear in a firewall rule ("198.18.0.")
+LAB_NET = SUBNET.rsplit(".", 1)[0] + "."
+Measured = Callable[[str, float], None]
 
 
 def _vigil(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "VIGIL_HOME": str(home)}
-    return subprocess.run([VIGIL, *args], capture_output=True, text=True, env=env, timeout=300, check=False)
+    return run_vigil(*args, env=vigil_env(home), check=False, timeout=300)
 
 
-def test_second_up_leaves_running_hosts_alone(lab: Lab) -> None:
+def test_second_up_leaves_running_hosts_alone(lab: Lab, measured: Measured) -> None:
     before = state.load(lab.paths.state_file)
     t0 = time.monotonic()
     res = lab.up()
-    assert time.monotonic() - t0 < 60
+    measured("lab: second up (hosts already running)", time.monotonic() - t0)
     after = state.load(lab.paths.state_file)
     assert {n: (h.pid, h.starttime) for n, h in after.hosts.items()} == {
         n: (h.pid, h.starttime) for n, h in before.hosts.items()
@@ -56,12 +64,12 @@ def test_every_host_runs_systemd_and_answers_over_ssh(lab: Lab) -> None:
 def test_strict_host_key_checking_rejects_a_wrong_key(lab: Lab, tmp_path: Path) -> None:
     # a known_hosts that names gpu01's address with another host's key must stop the connection
     lines = lab.paths.known_hosts.read_text().splitlines()
-    gpu01 = next(line for line in lines if line.startswith("198.18.0.21,"))
-    mon01 = next(line for line in lines if line.startswith("198.18.0.10,"))
+    gpu01 = next(line for line in lines if line.startswith(f"{GPU01},"))
+    mon01 = next(line for line in lines if line.startswith(f"{MON01},"))
     forged = tmp_path / "known_hosts"
-    forged.write_text(f"198.18.0.21,gpu01 {mon01.split(' ', 1)[1]}\n")
+    forged.write_text(f"{GPU01},gpu01 {mon01.split(' ', 1)[1]}\n")
     assert gpu01 != forged.read_text().strip()
-    argv = lab_api.ssh_argv(lab.paths, "198.18.0.21", "true")
+    argv = lab_api.ssh_argv(lab.paths, GPU01, "true")
     argv = [a.replace(str(lab.paths.known_hosts), str(forged)) for a in argv]
     cp = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
     assert cp.returncode != 0
@@ -73,10 +81,10 @@ def test_air_gap_no_host_has_a_route_off_the_lab_subnet(lab: Lab) -> None:
         cp = lab.ssh(host.name, f"ip route get {OUTSIDE}", check=False)
         assert cp.returncode != 0 and "Network is unreachable" in cp.stderr, (host.name, cp.stdout, cp.stderr)
         routes = lab.ssh(host.name, "ip -4 route show table all type unicast; ip -6 route show").stdout
-        assert routes.split("\n")[0].startswith("198.18.0.0/24 dev host0"), (host.name, routes)
+        assert routes.split("\n")[0].startswith(f"{SUBNET} dev host0"), (host.name, routes)
         assert "default" not in routes, (host.name, routes)
         # lab neighbours are reachable by name (Slurm depends on it)
-        assert "198.18.0.11" in lab.ssh(host.name, "getent hosts ctl01").stdout
+        assert CTL01 in lab.ssh(host.name, "getent hosts ctl01").stdout
 
 
 def test_air_gap_admin_side_does_not_forward(lab: Lab) -> None:
@@ -85,7 +93,7 @@ def test_air_gap_admin_side_does_not_forward(lab: Lab) -> None:
     for tool, args in (("iptables-save", ["-t", "nat"]), ("nft", ["list", "ruleset"])):
         if shutil.which(tool):
             rules = subprocess.run([tool, *args], capture_output=True, text=True, check=False).stdout
-            assert not re.search(r"198\.18\.0\.|vigil0|vb-", rules), rules
+            assert not re.search(rf"{re.escape(LAB_NET)}|{re.escape(BRIDGE)}|vb-", rules), rules
 
 
 def test_slurm_gpu_job_sees_its_gpus_and_account(lab: Lab) -> None:
@@ -163,15 +171,14 @@ def test_a_reused_pid_is_never_taken_for_a_container() -> None:
     assert nspawn.stop(nspawn.Proc(os.getpid(), me[1] + 1)) == "not running"
 
 
-def test_down_removes_everything_and_up_restores(lab: Lab, tmp_path: Path) -> None:
+def test_down_removes_everything_and_up_restores(lab: Lab, tmp_path: Path, measured: Measured) -> None:
     recorded = state.load(lab.paths.state_file)
     procs = [nspawn.Proc(h.pid, h.starttime) for h in recorded.hosts.values()]
     cache = Path(recorded.cache_rootfs)
     t0 = time.monotonic()
     cp = _vigil("lab", "down", home=tmp_path)
-    took = time.monotonic() - t0
+    measured("lab: down", time.monotonic() - t0)
     assert cp.returncode == 0, cp.stderr
-    assert took < 60
     assert not [p.pid for p in procs if nspawn.alive(p)]
     assert nspawn.our_strays(lab.paths.lab_dir, set()) == []
     assert not link_exists(BRIDGE)
@@ -187,5 +194,5 @@ def test_down_removes_everything_and_up_restores(lab: Lab, tmp_path: Path) -> No
     # the session's lab is needed by later tests: bring it back (warm cache)
     t0 = time.monotonic()
     res = lab.up()
+    measured("lab: up again (cached root fs)", time.monotonic() - t0)
     assert all(h.system == "running" for h in res.hosts), [h.to_json() for h in res.hosts]
-    assert time.monotonic() - t0 < 120

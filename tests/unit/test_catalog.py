@@ -35,9 +35,7 @@ def make_catalog(tmp_path: Path, components: list[dict] | None = None, **top: ob
     doc: dict[str, object] = {
         "channel": "test",
         "arch": "amd64",
-        "components": components
-        if components is not None
-        else [url_component()],
+        "components": components if components is not None else [url_component()],
     }
     doc.update(top)
     path = tmp_path / "test.yaml"
@@ -61,15 +59,33 @@ def test_shipped_catalogs_load() -> None:
     debian = load_catalog(CATALOG_DIR / "debian.yaml")
     assert debian.channel == "debian" and debian.arch == "amd64"
     names = [c.name for c in debian.components]
-    assert names == ["victoria-metrics", "prometheus-alertmanager", "prometheus-node-exporter",
-                     "libauparse0", "auditd", "libestr0", "libfastjson4", "liblognorm5", "rsyslog",
-                     "rsyslog-gnutls", "vigil-deps", "vigil", "vigil-exporters"]
+    assert names == [
+        "victoria-metrics",
+        "prometheus-alertmanager",
+        "prometheus-node-exporter",
+        "libauparse0",
+        "auditd",
+        "libestr0",
+        "libfastjson4",
+        "liblognorm5",
+        "rsyslog",
+        "rsyslog-gnutls",
+        "vigil-deps",
+        "vigil",
+        "vigil-exporters",
+    ]
     am = next(c for c in debian.components if c.name == "prometheus-alertmanager")
     assert am.files_map["usr/bin/prometheus-alertmanager"] == "bin/alertmanager"
     upstream = load_catalog(CATALOG_DIR / "upstream.yaml")
     assert {c.name for c in upstream.components} >= {
-        "victoria-metrics", "vmutils", "alertmanager", "node-exporter", "grafana", "dcgm",
-        "dcgm-exporter"}
+        "victoria-metrics",
+        "vmutils",
+        "alertmanager",
+        "node-exporter",
+        "grafana",
+        "dcgm",
+        "dcgm-exporter",
+    }
 
 
 def test_upstream_catalog_holds_no_hand_written_checksum() -> None:
@@ -92,8 +108,14 @@ BAD_COMPONENTS = [
         "component 'vmalert': source: sha256 must be 64 lowercase hex digits, not 'ABC'",
     ),
     (
-        {"source": {"kind": "url", "url": "https://x/y.tar.gz", "sha256": SHA_A,
-                    "checksum_url": "https://x/sums"}},
+        {
+            "source": {
+                "kind": "url",
+                "url": "https://x/y.tar.gz",
+                "sha256": SHA_A,
+                "checksum_url": "https://x/sums",
+            }
+        },
         "component 'vmalert': source: give sha256 or checksum_url, not both",
     ),
     (
@@ -109,8 +131,7 @@ BAD_COMPONENTS = [
         "component 'vmalert': source: missing 'version'",
     ),
     (
-        {"source": {"kind": "wheel", "python_version": "py311", "platform": "any",
-                    "requirements": ["x"]}},
+        {"source": {"kind": "wheel", "python_version": "py311", "platform": "any", "requirements": ["x"]}},
         "component 'vmalert': source: python_version 'py311' must look like '3.11'",
     ),
     (
@@ -118,8 +139,15 @@ BAD_COMPONENTS = [
         "component 'vmalert': source: give requirements or pyproject",
     ),
     (
-        {"source": {"kind": "wheel", "python_version": "3.11", "platform": "any",
-                    "requirements": ["x"], "index_url": "http://pypi.org/simple"}},
+        {
+            "source": {
+                "kind": "wheel",
+                "python_version": "3.11",
+                "platform": "any",
+                "requirements": ["x"],
+                "index_url": "http://pypi.org/simple",
+            }
+        },
         "component 'vmalert': source: index_url 'http://pypi.org/simple' must be https",
     ),
     (
@@ -127,23 +155,35 @@ BAD_COMPONENTS = [
         "component 'vmalert': source: sha256 must be a non-empty string, not an integer",
     ),
     ({"version": None}, "component 'vmalert': missing 'version'"),
-    ({"license": "Apache 2.0 / MIT!"},
-     "component 'vmalert': license 'Apache 2.0 / MIT!' is not an SPDX expression"),
-    ({"files": {"../etc/passwd": "bin/x"}},
-     "component 'vmalert': files key '../etc/passwd' must be a relative path without '..'"),
-    ({"files": {"vmalert-prod": "/usr/bin/vmalert"}},
-     "component 'vmalert': files['vmalert-prod'] target '/usr/bin/vmalert' must be a relative path "
-     "without '..'"),
-    ({"files": {"*.whl": "wheels"}},
-     "component 'vmalert': files['*.whl'] maps several files, so its target must be a directory "
-     "ending in '/'"),
+    (
+        {"license": "Apache 2.0 / MIT!"},
+        "component 'vmalert': license 'Apache 2.0 / MIT!' is not an SPDX expression",
+    ),
+    (
+        {"files": {"../etc/passwd": "bin/x"}},
+        "component 'vmalert': files key '../etc/passwd' must be a relative path without '..'",
+    ),
+    (
+        {"files": {"vmalert-prod": "/usr/bin/vmalert"}},
+        "component 'vmalert': files['vmalert-prod'] target '/usr/bin/vmalert' must be a relative path "
+        "without '..'",
+    ),
+    (
+        {"files": {"*.whl": "wheels"}},
+        "component 'vmalert': files['*.whl'] maps several files, so its target must be a directory "
+        "ending in '/'",
+    ),
     ({"files": {"a": "bin/x", "b": "bin/x"}}, "component 'vmalert': files target 'bin/x' appears twice"),
     ({"files": {}}, "component 'vmalert': files must name at least one file"),
     ({"files": ["vmalert"]}, "component 'vmalert': files: must be a mapping, not a list"),
-    ({"name": "VM Alert"},
-     "components[0]: name 'VM Alert' must be lowercase letters, digits, '.', '_', '+', '-'"),
-    ({"homepage": "https://x"},
-     "component 'vmalert': unknown key 'homepage' (allowed: name, license, source, files, version)"),
+    (
+        {"name": "VM Alert"},
+        "components[0]: name 'VM Alert' must be lowercase letters, digits, '.', '_', '+', '-'",
+    ),
+    (
+        {"homepage": "https://x"},
+        "component 'vmalert': unknown key 'homepage' (allowed: name, license, source, files, version)",
+    ),
 ]
 
 
@@ -161,13 +201,18 @@ def test_bad_component_is_named(tmp_path: Path, override: dict, message: str) ->
 def test_kind_error_reads_as_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "bundle" / "catalog").mkdir(parents=True)
     path = tmp_path / "bundle" / "catalog" / "debian.yaml"
-    path.write_text(yaml.safe_dump({"channel": "debian", "arch": "amd64", "components": [
-        url_component(source={"kind": "ftp"})]}))
+    path.write_text(
+        yaml.safe_dump(
+            {"channel": "debian", "arch": "amd64", "components": [url_component(source={"kind": "ftp"})]}
+        )
+    )
     monkeypatch.chdir(tmp_path)
     with pytest.raises(CatalogError) as exc:
         load_catalog(Path("bundle/catalog/debian.yaml"))
-    assert str(exc.value) == ("bundle/catalog/debian.yaml: component 'vmalert': source.kind 'ftp' "
-                              "is not one of url, deb, wheel, file, project")
+    assert str(exc.value) == (
+        "bundle/catalog/debian.yaml: component 'vmalert': source.kind 'ftp' "
+        "is not one of url, deb, wheel, file, project"
+    )
 
 
 @pytest.mark.parametrize(
@@ -177,8 +222,10 @@ def test_kind_error_reads_as_one_line(tmp_path: Path, monkeypatch: pytest.Monkey
         ("- a\n- b\n", "must be a mapping, not a list"),
         ("channel: t\narch: amd64\n", "missing 'components'"),
         ("channel: t\narch: amd64\ncomponents: []\n", "components must be a non-empty list"),
-        ("channel: T!\narch: amd64\ncomponents: [x]\n",
-         "channel 'T!' must be lowercase letters, digits, '.', '_', '-'"),
+        (
+            "channel: T!\narch: amd64\ncomponents: [x]\n",
+            "channel 'T!' must be lowercase letters, digits, '.', '_', '-'",
+        ),
         ("channel: t\narch: 64\ncomponents: [x]\n", "arch must be a non-empty string, not an integer"),
     ],
 )
@@ -212,16 +259,30 @@ def offline_catalog(tmp_path: Path) -> Path:
     blob_sha = hashlib.sha256(blob.read_bytes()).hexdigest()
     sums = tmp_path / "sha256sums.txt"
     sums.write_text(f"{SHA_B}  other.tar.gz\n{SHA_A}  ./dist/tool-1.0.linux-amd64.tar.gz\n")
-    return make_catalog(tmp_path, [
-        url_component(name="zeta"),
-        {"name": "alpha", "version": "2", "license": "MIT",
-         "source": {"kind": "file", "path": "blob.bin", "sha256": blob_sha},
-         "files": {"blob.bin": "share/blob.bin"}},
-        {"name": "tool", "version": "1.0", "license": "Apache-2.0",
-         "source": {"kind": "url", "url": "https://example.invalid/dist/tool-1.0.linux-amd64.tar.gz",
-                    "checksum_url": sums.as_uri()},
-         "files": {"tool-1.0/tool": "bin/tool"}},
-    ])
+    return make_catalog(
+        tmp_path,
+        [
+            url_component(name="zeta"),
+            {
+                "name": "alpha",
+                "version": "2",
+                "license": "MIT",
+                "source": {"kind": "file", "path": "blob.bin", "sha256": blob_sha},
+                "files": {"blob.bin": "share/blob.bin"},
+            },
+            {
+                "name": "tool",
+                "version": "1.0",
+                "license": "Apache-2.0",
+                "source": {
+                    "kind": "url",
+                    "url": "https://example.invalid/dist/tool-1.0.linux-amd64.tar.gz",
+                    "checksum_url": sums.as_uri(),
+                },
+                "files": {"tool-1.0/tool": "bin/tool"},
+            },
+        ],
+    )
 
 
 def test_lock_is_deterministic_and_sorted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -258,17 +319,28 @@ def test_lock_refuses_url_without_checksum_and_keeps_old_lock(tmp_path: Path) ->
     path = make_catalog(tmp_path, [bad])
     with pytest.raises(CatalogError) as exc:
         lock_channel(path)
-    assert exc.value.reason == ("url source https://example.invalid/g.tgz has neither sha256 nor "
-                                "checksum_url; add the vendor's published sha256 to the catalog")
+    assert exc.value.reason == (
+        "url source https://example.invalid/g.tgz has neither sha256 nor "
+        "checksum_url; add the vendor's published sha256 to the catalog"
+    )
     assert "component 'grafana'" in exc.value.obj
     assert lock_path.read_bytes() == before
 
 
 def test_lock_refuses_file_with_wrong_sha(tmp_path: Path) -> None:
     (tmp_path / "blob.bin").write_bytes(b"x")
-    path = make_catalog(tmp_path, [{"name": "a", "version": "1", "license": "MIT",
-                                    "source": {"kind": "file", "path": "blob.bin", "sha256": SHA_A},
-                                    "files": {"blob.bin": "blob.bin"}}])
+    path = make_catalog(
+        tmp_path,
+        [
+            {
+                "name": "a",
+                "version": "1",
+                "license": "MIT",
+                "source": {"kind": "file", "path": "blob.bin", "sha256": SHA_A},
+                "files": {"blob.bin": "blob.bin"},
+            }
+        ],
+    )
     with pytest.raises(CatalogError, match=r"file blob.bin: sha256 mismatch: expected aaaaaaaaaaaa…"):
         lock_channel(path)
 
@@ -285,14 +357,22 @@ def test_stale_lock_detected(tmp_path: Path) -> None:
     ("edit", "message"),
     [
         (lambda d: d.update(lock_format=2), "lock_format 2 is not 1; re-run `vigil bundle lock`"),
-        (lambda d: d["components"][0]["artifacts"][0].pop("sha256"),
-         "component 'alpha': artifacts[0]: sha256 must be a non-empty string, not null"),
-        (lambda d: d["components"][0]["artifacts"][0].update(size="big"),
-         "component 'alpha': artifacts[0]: size must be a non-negative integer, not 'big'"),
-        (lambda d: d["components"][0].update(kind="ftp"),
-         "component 'alpha': kind 'ftp' is not one of url, deb, wheel, file, project"),
-        (lambda d: d["components"][2]["artifacts"][0].pop("url"),
-         "component 'zeta': artifacts[0]: missing 'url'"),
+        (
+            lambda d: d["components"][0]["artifacts"][0].pop("sha256"),
+            "component 'alpha': artifacts[0]: sha256 must be a non-empty string, not null",
+        ),
+        (
+            lambda d: d["components"][0]["artifacts"][0].update(size="big"),
+            "component 'alpha': artifacts[0]: size must be a non-negative integer, not 'big'",
+        ),
+        (
+            lambda d: d["components"][0].update(kind="ftp"),
+            "component 'alpha': kind 'ftp' is not one of url, deb, wheel, file, project",
+        ),
+        (
+            lambda d: d["components"][2]["artifacts"][0].pop("url"),
+            "component 'zeta': artifacts[0]: missing 'url'",
+        ),
     ],
 )
 def test_bad_lock_is_named(tmp_path: Path, edit, message: str) -> None:
@@ -326,7 +406,9 @@ def test_committed_debian_lock_is_current() -> None:
     art = node.artifacts[0]
     assert art.size and art.sha256 and art.url and art.url.endswith("_amd64.deb")
     assert lock.component("prometheus-alertmanager").files_map == {
-        "usr/bin/amtool": "bin/amtool", "usr/bin/prometheus-alertmanager": "bin/alertmanager"}
+        "usr/bin/amtool": "bin/amtool",
+        "usr/bin/prometheus-alertmanager": "bin/alertmanager",
+    }
 
 
 def test_committed_wheels_match_pyproject() -> None:
@@ -371,18 +453,40 @@ def test_checksum_file_without_entry_or_conflicting() -> None:
     with pytest.raises(CatalogError, match="no sha256 for 'tool.tar.gz' in this checksum file"):
         sha256_from_checksum_file(f"{SHA_B}  other\n", "tool.tar.gz", source="sums")
     with pytest.raises(CatalogError, match="conflicting sha256 lines for 'tool.tar.gz'"):
-        sha256_from_checksum_file(f"{SHA_A}  tool.tar.gz\n{SHA_B}  tool.tar.gz\n", "tool.tar.gz",
-                                  source="sums")
+        sha256_from_checksum_file(
+            f"{SHA_A}  tool.tar.gz\n{SHA_B}  tool.tar.gz\n", "tool.tar.gz", source="sums"
+        )
 
 
 # --- the model: checks on documents, no I/O -----------------------------------------------------
 
 # What vigil.bundle.catalog_model may import: the standard library's pure parts and the errors.
-MODEL_IMPORTS = {"__future__", "re", "collections.abc", "dataclasses", "pathlib", "typing",
-                 "vigil.bundle.errors"}
+MODEL_IMPORTS = {
+    "__future__",
+    "re",
+    "collections.abc",
+    "dataclasses",
+    "pathlib",
+    "typing",
+    "vigil.bundle.errors",
+}
 # Calls that read or write a file (Path's and the builtins').
-IO_CALLS = {"open", "read_bytes", "read_text", "write_bytes", "write_text", "mkdir", "unlink",
-            "touch", "rename", "replace", "iterdir", "glob", "rglob", "stat"}
+IO_CALLS = {
+    "open",
+    "read_bytes",
+    "read_text",
+    "write_bytes",
+    "write_text",
+    "mkdir",
+    "unlink",
+    "touch",
+    "rename",
+    "replace",
+    "iterdir",
+    "glob",
+    "rglob",
+    "stat",
+}
 
 
 def io_problems(source: str) -> list[str]:
@@ -411,13 +515,19 @@ def test_model_does_no_io() -> None:
 
 
 def test_io_check_catches_io() -> None:
-    hostile = ("import yaml\nimport urllib.request\nfrom vigil.bundle.fetchers import _http\n"
-               "from . import catalog\nimport subprocess as sp\n"
-               "def f(p):\n    return p.read_bytes(), open(p), __import__('os')\n")
+    hostile = (
+        "import yaml\nimport urllib.request\nfrom vigil.bundle.fetchers import _http\n"
+        "from . import catalog\nimport subprocess as sp\n"
+        "def f(p):\n    return p.read_bytes(), open(p), __import__('os')\n"
+    )
     assert io_problems(hostile) == [
-        "line 1: imports yaml", "line 2: imports urllib.request",
-        "line 3: imports vigil.bundle.fetchers", "line 4: imports .catalog",
-        "line 5: imports subprocess", "line 7: calls read_bytes()", "line 7: calls open()",
+        "line 1: imports yaml",
+        "line 2: imports urllib.request",
+        "line 3: imports vigil.bundle.fetchers",
+        "line 4: imports .catalog",
+        "line 5: imports subprocess",
+        "line 7: calls read_bytes()",
+        "line 7: calls open()",
         "line 7: calls __import__()",
     ]
 
@@ -442,13 +552,26 @@ def test_catalog_document_parses_without_a_file(tmp_path: Path) -> None:
 
 def lock_doc(catalog_sha256: str) -> dict[str, object]:
     return {
-        "lock_format": 1, "channel": "test", "arch": "amd64", "catalog_sha256": catalog_sha256,
-        "components": [{
-            "name": "vmalert", "version": "1.0.0", "license": "Apache-2.0", "kind": "url",
-            "artifacts": [{"filename": "vmalert.tar.gz", "url": "https://example.invalid/vmalert.tar.gz",
-                           "sha256": SHA_A}],
-            "files": {"vmalert-prod": "bin/vmalert"},
-        }],
+        "lock_format": 1,
+        "channel": "test",
+        "arch": "amd64",
+        "catalog_sha256": catalog_sha256,
+        "components": [
+            {
+                "name": "vmalert",
+                "version": "1.0.0",
+                "license": "Apache-2.0",
+                "kind": "url",
+                "artifacts": [
+                    {
+                        "filename": "vmalert.tar.gz",
+                        "url": "https://example.invalid/vmalert.tar.gz",
+                        "sha256": SHA_A,
+                    }
+                ],
+                "files": {"vmalert-prod": "bin/vmalert"},
+            }
+        ],
     }
 
 
@@ -460,5 +583,6 @@ def test_lock_document_parses_and_is_checked_against_the_catalog_digest(tmp_path
     stale = parse_lock(lock_doc(SHA_B), path=cat.lock_path, base_dir=tmp_path, display="test.lock.yaml")
     with pytest.raises(CatalogError) as exc:
         check_lock_current(cat, stale)
-    assert str(exc.value) == ("test.lock.yaml: stale: test.yaml changed since it was locked; "
-                              "re-run `vigil bundle lock`")
+    assert str(exc.value) == (
+        "test.lock.yaml: stale: test.yaml changed since it was locked; re-run `vigil bundle lock`"
+    )

@@ -113,27 +113,29 @@ jm_lock() {
   until mkdir -- "$_ld" 2>/dev/null; do
     _tries=$((_tries + 1))
     if [ ! -d "$_ld" ]; then
-      # released just now, or a directory no one can write into
-      if [ ! -w "$JM_DIR" ] || [ "$_tries" -gt "$_max" ]; then
+      # no lock there: a directory no one can write into, or one released just now (taken by
+      # another job at once, when many wait: that is contention, counted below like a held lock)
+      if [ ! -w "$JM_DIR" ]; then
         jm_log err "job $JM_JOB: cannot write $JM_DIR (read-only?); job map not changed"
         return 1
       fi
-      continue
+    else
+      _pid=
+      { read -r _pid <"$_ld/pid"; } 2>/dev/null
+      case $_pid in
+        '' | *[!0-9]*)
+          # a holder between mkdir and writing its pid (or releasing): stale only if it stays so
+          _nopid=$((_nopid + 1))
+          [ "$_nopid" -lt 40 ] || _jm_break "$_ld" ""
+          ;;
+        *)
+          _nopid=0
+          kill -0 "$_pid" 2>/dev/null || _jm_break "$_ld" "$_pid"
+          ;;
+      esac
     fi
-    _pid=
-    { read -r _pid <"$_ld/pid"; } 2>/dev/null
-    case $_pid in
-      '' | *[!0-9]*)
-        # a holder between mkdir and writing its pid (or releasing): stale only if it stays so
-        _nopid=$((_nopid + 1))
-        [ "$_nopid" -lt 40 ] || _jm_break "$_ld" ""
-        ;;
-      *)
-        _nopid=0
-        kill -0 "$_pid" 2>/dev/null || _jm_break "$_ld" "$_pid"
-        ;;
-    esac
     if [ "$_tries" -gt "$_max" ]; then
+      # held all along, or taken and released by other jobs in turn: held too long for this job
       jm_log err "job $JM_JOB: $_ld still held after ${JM_LOCK_TIMEOUT}s; job map not changed"
       return 1
     fi

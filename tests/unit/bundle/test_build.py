@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 import zstandard
 
+from tests.factories import KeyPair, make_key
 from vigil.bundle.build import build_bundle
 from vigil.bundle.errors import BundleError
 from vigil.bundle.inspect import inspect_bundle
 from vigil.bundle.trust import new_root
 from vigil.bundle.verify import verify_bundle
-from tests.factories import KeyPair, make_key
 
 CREATED = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -45,17 +45,30 @@ def staged_tree(root: Path) -> list[Staged]:
     return [
         Staged("components/demo/share/big", root / "big"),
         Staged("components/demo/bin/tool", root / "tool", 0o755),
-        Staged("wheels/pyyaml-6.0.2-cp311-cp311-manylinux_2_17_x86_64.whl", root / "w.whl", component="wheels",
-               version="6.0.2", license="MIT"),
+        Staged(
+            "wheels/pyyaml-6.0.2-cp311-cp311-manylinux_2_17_x86_64.whl",
+            root / "w.whl",
+            component="wheels",
+            version="6.0.2",
+            license="MIT",
+        ),
     ]
 
 
 def build(tmp: Path, keys: list[KeyPair], out: str, **kw: object) -> Path:
     (tmp / out).mkdir(parents=True, exist_ok=True)
     return build_bundle(
-        staged_tree(tmp / "src"), version=kw.pop("version", 4), arch="amd64", channel="test",  # type: ignore[arg-type]
-        keys=[k.key for k in keys], out_dir=tmp / out, min_vigil_version="0.1.0", builder_version="0.1.0",
-        created=CREATED, kinds={"demo": "url", "wheels": "wheel"}, **kw,  # type: ignore[arg-type]
+        staged_tree(tmp / "src"),
+        version=kw.pop("version", 4),
+        arch="amd64",
+        channel="test",  # type: ignore[arg-type]
+        keys=[k.key for k in keys],
+        out_dir=tmp / out,
+        min_vigil_version="0.1.0",
+        builder_version="0.1.0",
+        created=CREATED,
+        kinds={"demo": "url", "wheels": "wheel"},
+        **kw,  # type: ignore[arg-type]
     )
 
 
@@ -73,9 +86,18 @@ def test_rebuild_identical_under_source_date_epoch(tmp_path: Path, monkeypatch: 
     out = []
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
-        out.append(build_bundle(staged_tree(tmp_path / "src"), version=1, arch="amd64", channel="test",
-                                keys=[k.key], out_dir=tmp_path / name, min_vigil_version="0.1.0",
-                                builder_version="0.1.0"))
+        out.append(
+            build_bundle(
+                staged_tree(tmp_path / "src"),
+                version=1,
+                arch="amd64",
+                channel="test",
+                keys=[k.key],
+                out_dir=tmp_path / name,
+                min_vigil_version="0.1.0",
+                builder_version="0.1.0",
+            )
+        )
     assert out[0].read_bytes() == out[1].read_bytes()
     assert inspect_bundle(out[0])["created"] == "2026-01-01T00:00:00Z"
 
@@ -93,7 +115,13 @@ def test_payload_is_a_plain_deterministic_tar(tmp_path: Path) -> None:
     assert infos[0].name == "sbom.cdx.json"
     assert [i.name for i in infos[1:]] == sorted(i.name for i in infos[1:])
     for info in infos:
-        assert (info.uid, info.gid, info.uname, info.gname, info.mtime) == (0, 0, "", "", int(CREATED.timestamp()))
+        assert (info.uid, info.gid, info.uname, info.gname, info.mtime) == (
+            0,
+            0,
+            "",
+            "",
+            int(CREATED.timestamp()),
+        )
         assert info.mode in (0o644, 0o755)
 
 
@@ -108,16 +136,32 @@ def test_stock_minisign_verifies_the_manifest(tmp_path: Path) -> None:
     subprocess.run(["tar", "-xf", str(path), "-C", str(ex), "manifest.json", "signatures"], check=True)
     for kp in (k1, k2):
         sig = ex / "signatures" / f"{kp.pub.id_hex}.minisig"
-        res = subprocess.run([minisign, "-V", "-m", str(ex / "manifest.json"), "-x", str(sig), "-p", str(kp.pub_path)],
-                             capture_output=True, text=True)
+        res = subprocess.run(
+            [minisign, "-V", "-m", str(ex / "manifest.json"), "-x", str(sig), "-p", str(kp.pub_path)],
+            capture_output=True,
+            text=True,
+        )
         assert res.returncode == 0, res.stderr
         assert "Signature and comment signature verified" in res.stdout
         assert "vigil bundle vigil-4-amd64.bundle version:4" in res.stdout
     # and it refuses an edited manifest
-    (ex / "manifest.json").write_bytes((ex / "manifest.json").read_bytes().replace(b'"version": 4', b'"version": 5'))
-    res = subprocess.run([minisign, "-V", "-m", str(ex / "manifest.json"), "-x",
-                          str(ex / "signatures" / f"{k1.pub.id_hex}.minisig"), "-p", str(k1.pub_path)],
-                         capture_output=True, text=True)
+    (ex / "manifest.json").write_bytes(
+        (ex / "manifest.json").read_bytes().replace(b'"version": 4', b'"version": 5')
+    )
+    res = subprocess.run(
+        [
+            minisign,
+            "-V",
+            "-m",
+            str(ex / "manifest.json"),
+            "-x",
+            str(ex / "signatures" / f"{k1.pub.id_hex}.minisig"),
+            "-p",
+            str(k1.pub_path),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode != 0
     assert "Signature verification failed" in res.stderr
 
@@ -136,8 +180,10 @@ def test_sbom_lists_components_with_purls(tmp_path: Path) -> None:
     verify_bundle(path, root, vigil_version="0.1.0", extract_to=store, now=CREATED)
     sbom = json.loads((store / "sbom.cdx.json").read_text())
     purls = sorted(c["purl"] for c in sbom["components"])
-    assert purls == ["pkg:generic/demo@1.0?download_url=https://example.invalid/demo-1.0.tar.gz",
-                     "pkg:pypi/pyyaml@6.0.2"]
+    assert purls == [
+        "pkg:generic/demo@1.0?download_url=https://example.invalid/demo-1.0.tar.gz",
+        "pkg:pypi/pyyaml@6.0.2",
+    ]
 
 
 def test_build_refuses_bad_inputs(tmp_path: Path) -> None:
@@ -150,6 +196,14 @@ def test_build_refuses_bad_inputs(tmp_path: Path) -> None:
     files.append(Staged("../escape", files[0].source))
     (tmp_path / "c").mkdir()
     with pytest.raises(BundleError, match="cannot go into a payload: '..' in path"):
-        build_bundle(files, version=1, arch="amd64", channel="t", keys=[k.key], out_dir=tmp_path / "c",
-                     min_vigil_version="0.1.0", builder_version="0.1.0")
+        build_bundle(
+            files,
+            version=1,
+            arch="amd64",
+            channel="t",
+            keys=[k.key],
+            out_dir=tmp_path / "c",
+            min_vigil_version="0.1.0",
+            builder_version="0.1.0",
+        )
     assert list((tmp_path / "c").iterdir()) == []

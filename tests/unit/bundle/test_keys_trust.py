@@ -7,15 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.factories import make_key, make_trust
 from vigil.bundle.errors import KeyFileError, SignatureError, TrustError
 from vigil.bundle.signing import Minisig, load_signing_key
 from vigil.bundle.trust import check_rotation, load_root, new_root
 from vigil.installer.cli import main
-from tests.factories import make_key, make_trust
 
 
-def test_generate_writes_0600_key_and_refuses_overwrite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_generate_writes_0600_key_and_refuses_overwrite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("VIGIL_HOME", str(tmp_path / "home"))
     assert main(["keys", "generate", "--out", str(tmp_path / "release")]) == 0
     assert (tmp_path / "release.key").stat().st_mode & 0o777 == 0o600
@@ -93,15 +94,45 @@ def test_rotation_needs_threshold_of_current_keys(tmp_path: Path) -> None:
         check_rotation(current, stale, where="v1b")
 
 
-def test_trust_install_rotation_via_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_trust_install_rotation_via_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     home = tmp_path / "home"
     monkeypatch.setenv("VIGIL_HOME", str(home))
     a, b = make_key(tmp_path, "a"), make_key(tmp_path, "b")
-    assert main(["trust", "init", "--key", str(a.pub_path), "--threshold", "1", "--out", str(tmp_path / "v1.json")]) == 0
+    assert (
+        main(
+            [
+                "trust",
+                "init",
+                "--key",
+                str(a.pub_path),
+                "--threshold",
+                "1",
+                "--out",
+                str(tmp_path / "v1.json"),
+            ]
+        )
+        == 0
+    )
     assert main(["trust", "install", str(tmp_path / "v1.json")]) == 0
-    assert main(["trust", "init", "--key", str(b.pub_path), "--threshold", "1", "--version", "2",
-                 "--out", str(tmp_path / "v2.json")]) == 0
+    assert (
+        main(
+            [
+                "trust",
+                "init",
+                "--key",
+                str(b.pub_path),
+                "--threshold",
+                "1",
+                "--version",
+                "2",
+                "--out",
+                str(tmp_path / "v2.json"),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     installed = (home / "trust" / "root.json").read_bytes()
     assert main(["trust", "install", str(tmp_path / "v2.json")]) == 1

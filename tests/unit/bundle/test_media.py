@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.factories import Member, craft_bundle, make_key, make_trust
 from vigil.bundle.media import parse_size
 from vigil.installer.cli import main
-from tests.factories import Member, craft_bundle, make_key, make_trust
 
 
 @pytest.fixture
@@ -19,8 +19,22 @@ def split(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, 
     make_trust(tmp_path / "trust.json", [k])
     members = [Member("components/demo/blob", os.urandom(60_000))]
     b = craft_bundle(tmp_path / "out", [k], members=members)
-    assert main(["bundle", "split", str(b.path), "--size", "10K", "--key", str(k.key_path),
-                 "--out", str(tmp_path / "media")]) == 0
+    assert (
+        main(
+            [
+                "bundle",
+                "split",
+                str(b.path),
+                "--size",
+                "10K",
+                "--key",
+                str(k.key_path),
+                "--out",
+                str(tmp_path / "media"),
+            ]
+        )
+        == 0
+    )
     return b.path, tmp_path / "media" / f"{b.path.name}.parts.json", tmp_path / "trust.json"
 
 
@@ -38,7 +52,9 @@ def test_parse_size() -> None:
         parse_size("four gigs")
 
 
-def test_split_join_roundtrip(split: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_split_join_roundtrip(
+    split: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bundle, index, trust = split
     parts = sorted(index.parent.glob("*.part[0-9][0-9][0-9]"))
     assert len(parts) == -(-bundle.stat().st_size // 10240) and len(parts) > 3
@@ -48,7 +64,9 @@ def test_split_join_roundtrip(split: tuple[Path, Path, Path], tmp_path: Path, ca
     assert main(["bundle", "verify", str(tmp_path / "joined.bundle"), "--trust", str(trust)]) == 0
 
 
-def test_missing_part(split: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_missing_part(
+    split: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bundle, index, trust = split
     (index.parent / f"{bundle.name}.part002").unlink()
     rc, err = join(index, trust, tmp_path / "j.bundle", capsys)
@@ -57,7 +75,9 @@ def test_missing_part(split: tuple[Path, Path, Path], tmp_path: Path, capsys: py
     assert not (tmp_path / "j.bundle").exists()
 
 
-def test_reordered_parts(split: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_reordered_parts(
+    split: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bundle, index, trust = split
     p2, p3 = index.parent / f"{bundle.name}.part002", index.parent / f"{bundle.name}.part003"
     tmp = p2.with_suffix(".swap")
@@ -70,7 +90,9 @@ def test_reordered_parts(split: tuple[Path, Path, Path], tmp_path: Path, capsys:
     assert list(tmp_path.glob(".j.bundle*")) == []
 
 
-def test_altered_part(split: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_altered_part(
+    split: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bundle, index, trust = split
     p = index.parent / f"{bundle.name}.part003"
     data = bytearray(p.read_bytes())
@@ -82,8 +104,9 @@ def test_altered_part(split: tuple[Path, Path, Path], tmp_path: Path, capsys: py
     assert not (tmp_path / "j.bundle").exists()
 
 
-def test_index_signed_by_unknown_key(split: tuple[Path, Path, Path], tmp_path: Path,
-                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_index_signed_by_unknown_key(
+    split: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     _, index, _ = split
     stranger = make_key(tmp_path, "stranger")
     make_trust(tmp_path / "other.json", [stranger])

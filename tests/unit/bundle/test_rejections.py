@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from vigil.installer.cli import main
 from tests.factories import (
     KeyPair,
     Member,
@@ -26,6 +25,7 @@ from tests.factories import (
     rewrite_container,
     tree_snapshot,
 )
+from vigil.installer.cli import main
 
 
 @dataclass
@@ -86,8 +86,14 @@ def test_good_bundle_verifies_and_imports(env: Env, capsys: pytest.CaptureFixtur
 
 def test_unknown_key(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     b = craft_bundle(env.out, [env.other], version=2)
-    assert_rejected(env, b.path, capsys, "manifest.json", "0 valid signature(s) from trusted keys, threshold is 1",
-                    f"unknown key {env.other.key.id_hex}")
+    assert_rejected(
+        env,
+        b.path,
+        capsys,
+        "manifest.json",
+        "0 valid signature(s) from trusted keys, threshold is 1",
+        f"unknown key {env.other.key.id_hex}",
+    )
 
 
 def test_too_few_signatures(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
@@ -109,7 +115,9 @@ def test_manifest_edited_after_signing(env: Env, capsys: pytest.CaptureFixture[s
     assert edited != b.manifest_bytes
     dst = env.out / "edited.bundle"
     rewrite_container(b.path, dst, manifest=edited)
-    assert_rejected(env, dst, capsys, "manifest.json", f"signature by key {env.key.key.id_hex} does not match")
+    assert_rejected(
+        env, dst, capsys, "manifest.json", f"signature by key {env.key.key.id_hex} does not match"
+    )
 
 
 def test_trusted_comment_altered(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
@@ -125,8 +133,13 @@ def test_signature_filed_under_another_key_id(env: Env, capsys: pytest.CaptureFi
     b = craft_bundle(env.out, [env.other], version=2)
     dst = env.out / "misfiled.bundle"
     rewrite_container(b.path, dst, signatures={env.key.key.id_hex: b.signatures[env.other.key.id_hex]})
-    assert_rejected(env, dst, capsys, f"signatures/{env.key.key.id_hex}.minisig",
-                    f"holds a signature by key {env.other.key.id_hex}")
+    assert_rejected(
+        env,
+        dst,
+        capsys,
+        f"signatures/{env.key.key.id_hex}.minisig",
+        f"holds a signature by key {env.other.key.id_hex}",
+    )
 
 
 # 7-8: payload bytes
@@ -146,7 +159,9 @@ def test_file_content_differs_from_manifest(env: Env, capsys: pytest.CaptureFixt
     listed = [Member(m.name, m.data, m.mode) for m in members]
     listed[1] = Member(members[1].name, members[1].data.replace(b"a demo", b"A demo"), members[1].mode)
     b = craft_bundle(env.out, [env.key], version=2, members=members, manifest_members=listed)
-    assert_rejected(env, b.path, capsys, "components/demo/share/readme.txt", "sha256", "differs from the manifest")
+    assert_rejected(
+        env, b.path, capsys, "components/demo/share/readme.txt", "sha256", "differs from the manifest"
+    )
 
 
 def test_file_missing(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
@@ -174,15 +189,35 @@ def test_duplicate_name(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     [
         (Member("/etc/cron.d/evil", b"* * * * * root sh\n"), "absolute path"),
         (Member("components/../../etc/evil", b"x"), "'..' in path"),
-        (Member("components/demo/link", type=tarfile.SYMTYPE, linkname="/etc/shadow"), "symlink to '/etc/shadow' leaves the bundle"),
-        (Member("components/demo/up", type=tarfile.SYMTYPE, linkname="../../../../root/.ssh"), "leaves the bundle"),
-        (Member("components/demo/hard", type=tarfile.LNKTYPE, linkname="../../etc/passwd"), "hardlink to '../../etc/passwd' leaves the bundle"),
-        (Member("components/demo/inner", type=tarfile.SYMTYPE, linkname="bin/demo"), "symlink entries are not allowed"),
+        (
+            Member("components/demo/link", type=tarfile.SYMTYPE, linkname="/etc/shadow"),
+            "symlink to '/etc/shadow' leaves the bundle",
+        ),
+        (
+            Member("components/demo/up", type=tarfile.SYMTYPE, linkname="../../../../root/.ssh"),
+            "leaves the bundle",
+        ),
+        (
+            Member("components/demo/hard", type=tarfile.LNKTYPE, linkname="../../etc/passwd"),
+            "hardlink to '../../etc/passwd' leaves the bundle",
+        ),
+        (
+            Member("components/demo/inner", type=tarfile.SYMTYPE, linkname="bin/demo"),
+            "symlink entries are not allowed",
+        ),
         (Member("components/demo/dev", type=tarfile.CHRTYPE), "device or fifo entries are not allowed"),
         (Member("components/demo/fifo", type=tarfile.FIFOTYPE), "device or fifo entries are not allowed"),
     ],
-    ids=["absolute", "dotdot", "symlink-absolute", "symlink-dotdot", "hardlink-dotdot", "symlink-inside",
-         "char-device", "fifo"],
+    ids=[
+        "absolute",
+        "dotdot",
+        "symlink-absolute",
+        "symlink-dotdot",
+        "hardlink-dotdot",
+        "symlink-inside",
+        "char-device",
+        "fifo",
+    ],
 )
 def test_hostile_member(env: Env, capsys: pytest.CaptureFixture[str], member: Member, reason: str) -> None:
     members = default_members()
@@ -277,7 +312,9 @@ def test_malformed_manifest_wrong_type(env: Env, capsys: pytest.CaptureFixture[s
         m["files"][1]["size"] = "163"
 
     b = craft_bundle(env.out, [env.key], version=2, edit=stringly)
-    assert_rejected(env, b.path, capsys, "manifest.json", "malformed: field 'files[1].size' must be an integer")
+    assert_rejected(
+        env, b.path, capsys, "manifest.json", "malformed: field 'files[1].size' must be an integer"
+    )
 
 
 def test_frames_do_not_add_up(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
@@ -322,8 +359,10 @@ def test_rollback_refused_then_allowed(env: Env, capsys: pytest.CaptureFixture[s
     before = tree_snapshot(env.home / "bundles")
     rc, err = run(["bundle", "import", str(v2.path), "--trust", str(env.trust)], capsys)
     assert rc != 0
-    assert err == (f"FAIL: {v2.path.name}: version 2 is not newer than the highest imported (3); "
-                   "pass --allow-downgrade to import it anyway")
+    assert err == (
+        f"FAIL: {v2.path.name}: version 2 is not newer than the highest imported (3); "
+        "pass --allow-downgrade to import it anyway"
+    )
     assert tree_snapshot(env.home / "bundles") == before
     assert main(["bundle", "import", str(v2.path), "--trust", str(env.trust), "--allow-downgrade"]) == 0
     assert (env.home / "bundles" / "2" / "import.json").exists()
@@ -334,10 +373,14 @@ def test_same_version_different_content_refused(env: Env, capsys: pytest.Capture
     members = default_members()
     members[1] = Member(members[1].name, b"other content\n")
     b = craft_bundle(env.out, [env.key], version=1, members=members, name="other-1.bundle")
-    assert_rejected_import_only(env, b.path, capsys, "version 1 is already imported with a different manifest")
+    assert_rejected_import_only(
+        env, b.path, capsys, "version 1 is already imported with a different manifest"
+    )
 
 
-def assert_rejected_import_only(env: Env, bundle: Path, capsys: pytest.CaptureFixture[str], text: str) -> None:
+def assert_rejected_import_only(
+    env: Env, bundle: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
     before = tree_snapshot(env.home / "bundles")
     rc, err = run(["bundle", "import", str(bundle), "--trust", str(env.trust), "--allow-downgrade"], capsys)
     assert rc != 0 and text in err, err

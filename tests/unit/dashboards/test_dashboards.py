@@ -21,8 +21,6 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.test_roles_config import components  # noqa: F401  (the bundle fixture)
-
 REPO = Path(__file__).resolve().parents[3]
 ROLE = REPO / "roles" / "grafana"
 FILES = ROLE / "files" / "dashboards"
@@ -211,8 +209,8 @@ def test_one_module_per_dashboard() -> None:
     from tools import dashboards
 
     assert [(m.UID, m.__name__) for m in dashboards.MODULES] == [
-        (uid, f"tools.dashboards.{name}") for uid, name in zip(
-            DASHBOARDS, ("overview", "node", "job", "account", "alerts"), strict=True)
+        (uid, f"tools.dashboards.{name}")
+        for uid, name in zip(DASHBOARDS, ("overview", "node", "job", "account", "alerts"), strict=True)
     ]
 
 
@@ -317,7 +315,7 @@ def test_variables_are_substituted_before_parsing() -> None:
 # --- the real parser (vmalert -dryRun) ----------------------------------------------------------
 
 
-def dry_run(components: Path, rules: Path) -> subprocess.CompletedProcess[str]:  # noqa: F811
+def dry_run(components: Path, rules: Path) -> subprocess.CompletedProcess[str]:
     binary = components / "victoria-metrics" / "bin" / "vmalert"
     return subprocess.run(
         [str(binary), f"-rule={rules}", "-dryRun", "-loggerLevel=ERROR"],
@@ -330,7 +328,7 @@ def dry_run(components: Path, rules: Path) -> subprocess.CompletedProcess[str]: 
 
 @pytest.mark.integration
 @pytest.mark.parametrize("uid", sorted(DASHBOARDS))
-def test_every_query_parses_in_vmalert(components: Path, tmp_path: Path, uid: str) -> None:  # noqa: F811
+def test_every_query_parses_in_vmalert(components: Path, tmp_path: Path, uid: str) -> None:
     rules = tmp_path / f"{uid}.yml"
     rules.write_text(rules_file(list(exprs(DASHBOARDS[uid]))))
     res = dry_run(components, rules)
@@ -338,7 +336,7 @@ def test_every_query_parses_in_vmalert(components: Path, tmp_path: Path, uid: st
 
 
 @pytest.mark.integration
-def test_vmalert_refuses_a_broken_query(components: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_vmalert_refuses_a_broken_query(components: Path, tmp_path: Path) -> None:
     rules = tmp_path / "broken.yml"
     rules.write_text(rules_file([("x", "sum by (gpu) (rate(DCGM_FI_DEV_GPU_TEMP[$__range])")]))
     res = dry_run(components, rules)

@@ -43,15 +43,24 @@ def test_good_inventory(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        (GOOD.replace("monitoring:", "monitring:"),
-         "group 'monitring' is not one vigil knows (monitoring, slurm_controller, gpu_nodes)"),
-        (GOOD + "  hosts:\n    stray01: {ansible_host: 198.18.0.30}\n",
-         "host 'stray01' is in none of the groups monitoring, slurm_controller, gpu_nodes"),
-        (GOOD.replace("gpu02: {ansible_host: 198.18.0.22}", "gpu02: {}"),
-         "host 'gpu02' lacks required variable ansible_host"),
-        (GOOD.replace("mon01: {ansible_host: 198.18.0.10}", "{}").replace("monitoring:\n      hosts:\n        {}",
-                                                                           "monitoring: {}"),
-         "group 'monitoring' needs at least one host"),
+        (
+            GOOD.replace("monitoring:", "monitring:"),
+            "group 'monitring' is not one vigil knows (monitoring, slurm_controller, gpu_nodes)",
+        ),
+        (
+            GOOD + "  hosts:\n    stray01: {ansible_host: 198.18.0.30}\n",
+            "host 'stray01' is in none of the groups monitoring, slurm_controller, gpu_nodes",
+        ),
+        (
+            GOOD.replace("gpu02: {ansible_host: 198.18.0.22}", "gpu02: {}"),
+            "host 'gpu02' lacks required variable ansible_host",
+        ),
+        (
+            GOOD.replace("mon01: {ansible_host: 198.18.0.10}", "{}").replace(
+                "monitoring:\n      hosts:\n        {}", "monitoring: {}"
+            ),
+            "group 'monitoring' needs at least one host",
+        ),
     ],
     ids=["unknown-group", "host-in-no-group", "missing-ansible_host", "empty-monitoring"],
 )
@@ -63,8 +72,9 @@ def test_bad_inventory(tmp_path: Path, text: str, message: str) -> None:
 
 
 def test_site_groups_can_be_declared(tmp_path: Path) -> None:
-    text = GOOD.replace("  vars:\n    ansible_user: root",
-                        "  vars:\n    ansible_user: root\n    vigil_site_groups: [rack1]")
+    text = GOOD.replace(
+        "  vars:\n    ansible_user: root", "  vars:\n    ansible_user: root\n    vigil_site_groups: [rack1]"
+    )
     text += "    rack1:\n      hosts:\n        gpu01:\n"
     assert "gpu01" in load_inventory(write(tmp_path, text)).hosts
 

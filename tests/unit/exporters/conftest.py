@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from vigil.exporters.gpusim import GpuSimulator, SimConfig
 from tests.unit.exporters.expo_helpers import FakeClock
+from vigil.exporters.gpusim import GpuSimulator, SimConfig
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 _SAMPLE = re.compile(
     r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
     r'(,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*")*)?\})? '
-    r'(-?[0-9][0-9.e+-]*|NaN|[+-]Inf)$'
+    r"(-?[0-9][0-9.e+-]*|NaN|[+-]Inf)$"
 )
 
 
@@ -77,5 +77,8 @@ def promtool_check(text: str, *, allow: tuple[str, ...] = ()) -> None:
 
 #: lint messages dcgm-exporter's own output gets: camelCase labels (modelName, UUID, Hostname) and
 #: counters without _total (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION)
-DCGM_LINT = ("label names should be written in 'snake_case'", 'counter metrics should have "_total" suffix',
-             "metric name should not include type 'counter'")
+DCGM_LINT = (
+    "label names should be written in 'snake_case'",
+    'counter metrics should have "_total" suffix',
+    "metric name should not include type 'counter'",
+)

@@ -54,11 +54,16 @@ def test_parses_as_python_3_9(path):
             continue
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
             for side in (node.left, node.right):
-                assert not (isinstance(side, ast.Name) and side.id in {"str", "int", "float", "None", "bytes",
-                                                                       "list", "dict", "tuple"}), \
-                    f"{path}:{node.lineno}: `X | Y` type union at run time"
-    assert "from __future__ import annotations" in src or not src.strip() or path.name == "__init__.py" \
-        and "annotations" in src, f"{path}: add `from __future__ import annotations`"
+                assert not (
+                    isinstance(side, ast.Name)
+                    and side.id in {"str", "int", "float", "None", "bytes", "list", "dict", "tuple"}
+                ), f"{path}:{node.lineno}: `X | Y` type union at run time"
+    assert (
+        "from __future__ import annotations" in src
+        or not src.strip()
+        or path.name == "__init__.py"
+        and "annotations" in src
+    ), f"{path}: add `from __future__ import annotations`"
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
@@ -106,7 +111,8 @@ def test_runs_under_python_3_9(tmp_path):
         "from vigil.exporters.gpusim import GpuSimulator, SimConfig\n"
         "from vigil.exporters.slurm import SlurmCollector\n"
         "import vigil.exporters.gpusim.__main__, vigil.exporters.slurm.__main__\n"
-        f"s = GpuSimulator(SimConfig(hostname='h', jobmap_dir={str(tmp_path)!r}, faults_file='/nonexistent'))\n"
+        f"s = GpuSimulator(SimConfig(hostname='h', jobmap_dir={str(tmp_path)!r}, "
+        "faults_file='/nonexistent'))\n"
         "assert 'DCGM_FI_DEV_GPU_TEMP' in s.scrape()\n"
         "assert 'slurm_up' in SlurmCollector(env={'PATH': '/nonexistent'}, timeout=1).scrape()\n"
         "print('ok')\n"
@@ -115,8 +121,12 @@ def test_runs_under_python_3_9(tmp_path):
     site = tmp_path / "site"
     (site / "vigil").mkdir(parents=True)
     (site / "vigil" / "exporters").symlink_to(ROOT, target_is_directory=True)
-    cp = subprocess.run([str(PY39), "-I", "-c", f"import sys; sys.path.insert(0, {str(site)!r})\n" + code],
-                        capture_output=True, text=True, timeout=60)
+    cp = subprocess.run(
+        [str(PY39), "-I", "-c", f"import sys; sys.path.insert(0, {str(site)!r})\n" + code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert cp.returncode == 0 and cp.stdout.strip() == "ok", cp.stderr
 
 
@@ -129,14 +139,29 @@ def test_wheel_builds_with_package_and_scripts(tmp_path):
         names = set(z.namelist())
         ep = next(n for n in names if n.endswith("entry_points.txt"))
         entry = z.read(ep).decode()
-    assert {"vigil/exporters/__init__.py", "vigil/exporters/gpusim/sim.py", "vigil/exporters/slurm/collector.py",
-            "vigil/exporters/gpusim/faults.py", "vigil/exporters/py.typed"} <= names
+    assert {
+        "vigil/exporters/__init__.py",
+        "vigil/exporters/gpusim/sim.py",
+        "vigil/exporters/slurm/collector.py",
+        "vigil/exporters/gpusim/faults.py",
+        "vigil/exporters/py.typed",
+    } <= names
     assert "vigil/__init__.py" not in names  # a namespace package, shared with the admin-side wheel
     assert not any(n.startswith("exporters/pyproject") or "__pycache__" in n for n in names)
     assert "vigil-gpusim = vigil.exporters.gpusim.__main__:main" in entry
     assert "vigil-slurm-exporter = vigil.exporters.slurm.__main__:main" in entry
     # the unpacked wheel runs on a bare python3 -m (how the roles start it; no pip on the nodes)
-    cp = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(whl)!r}); "
-                         "import runpy; sys.argv=['x','--help']; runpy.run_module('vigil.exporters.gpusim', "
-                         "run_name='__main__')"], capture_output=True, text=True, timeout=60)
+    cp = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            f"import sys; sys.path.insert(0, {str(whl)!r}); "
+            "import runpy; sys.argv=['x','--help']; runpy.run_module('vigil.exporters.gpusim', "
+            "run_name='__main__')",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "usage: vigil-gpusim" in cp.stdout, cp.stderr

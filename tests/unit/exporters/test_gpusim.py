@@ -10,22 +10,32 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.exporters.expo_helpers import DCGM_LINT, FakeClock, parse_exposition, promtool_check
 from vigil.exporters._http import make_server
 from vigil.exporters.gpusim import faults as faults_mod
 from vigil.exporters.gpusim.fields import FIELDS
 from vigil.exporters.gpusim.jobmap import read_jobmap
-from tests.unit.exporters.expo_helpers import DCGM_LINT, FakeClock, parse_exposition, promtool_check
 
 #: names and types as dcgm-exporter's counters CSV declares them (etc/default-counters.csv, 4.x)
 DCGM_TYPES = {
-    "DCGM_FI_DEV_SM_CLOCK": "gauge", "DCGM_FI_DEV_GPU_TEMP": "gauge", "DCGM_FI_DEV_POWER_USAGE": "gauge",
-    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": "counter", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": "counter",
-    "DCGM_FI_DEV_GPU_UTIL": "gauge", "DCGM_FI_DEV_MEM_COPY_UTIL": "gauge", "DCGM_FI_DEV_XID_ERRORS": "gauge",
-    "DCGM_FI_DEV_FB_FREE": "gauge", "DCGM_FI_DEV_FB_USED": "gauge", "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": "counter",
-    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": "counter", "DCGM_FI_DEV_RETIRED_SBE": "counter",
-    "DCGM_FI_DEV_RETIRED_DBE": "counter", "DCGM_FI_DEV_RETIRED_PENDING": "counter",
+    "DCGM_FI_DEV_SM_CLOCK": "gauge",
+    "DCGM_FI_DEV_GPU_TEMP": "gauge",
+    "DCGM_FI_DEV_POWER_USAGE": "gauge",
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": "counter",
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": "counter",
+    "DCGM_FI_DEV_GPU_UTIL": "gauge",
+    "DCGM_FI_DEV_MEM_COPY_UTIL": "gauge",
+    "DCGM_FI_DEV_XID_ERRORS": "gauge",
+    "DCGM_FI_DEV_FB_FREE": "gauge",
+    "DCGM_FI_DEV_FB_USED": "gauge",
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": "counter",
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": "counter",
+    "DCGM_FI_DEV_RETIRED_SBE": "counter",
+    "DCGM_FI_DEV_RETIRED_DBE": "counter",
+    "DCGM_FI_DEV_RETIRED_PENDING": "counter",
     "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL": "counter",
-    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": "counter", "DCGM_FI_DEV_ROW_REMAP_FAILURE": "gauge",
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": "counter",
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": "gauge",
     "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": "counter",
 }
 
@@ -54,8 +64,15 @@ def test_names_types_labels_as_dcgm_exporter(make_sim, clock):
         assert types.get(name) == typ, name
         assert len(fams[name]) == 4
     labels, _ = fams["DCGM_FI_DEV_GPU_TEMP"][0]
-    assert list(labels) == ["gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname",
-                            "DCGM_FI_DRIVER_VERSION"]
+    assert list(labels) == [
+        "gpu",
+        "UUID",
+        "pci_bus_id",
+        "device",
+        "modelName",
+        "Hostname",
+        "DCGM_FI_DRIVER_VERSION",
+    ]
     assert labels["device"] == "nvidia0" and labels["Hostname"] == "gpu01"
     assert re.fullmatch(r"GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", labels["UUID"])
     # dcgm prints doubles with %f and integers with %d
@@ -176,8 +193,11 @@ def test_fault_ecc_dbe_and_clear(make_sim, tmp_path, clock):
     _fault(tmp_path, "ecc-dbe", "1")
     clock.advance(1)
     t = sim.scrape()
-    assert (_val(t, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "1"), _val(t, "DCGM_FI_DEV_RETIRED_DBE", "1"),
-            _val(t, "DCGM_FI_DEV_ROW_REMAP_FAILURE", "1")) == (1, 1, 1)
+    assert (
+        _val(t, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "1"),
+        _val(t, "DCGM_FI_DEV_RETIRED_DBE", "1"),
+        _val(t, "DCGM_FI_DEV_ROW_REMAP_FAILURE", "1"),
+    ) == (1, 1, 1)
     assert _val(t, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "0") == 0
     clock.advance(5)
     assert _val(sim.scrape(), "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "1") == 1  # once, not per scrape
@@ -257,8 +277,13 @@ def test_fault_editor_runs_as_a_script_on_stdin(tmp_path):
 
     src = Path(faults_mod.__file__).read_text()
     state = tmp_path / "f.json"
-    cp = subprocess.run([sys.executable, "-I", "-", "set", "thermal", "2", "--state", str(state)],
-                        input=src, capture_output=True, text=True, cwd=tmp_path)
+    cp = subprocess.run(
+        [sys.executable, "-I", "-", "set", "thermal", "2", "--state", str(state)],
+        input=src,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert cp.returncode == 0, cp.stderr
     assert json.loads(state.read_text())["gpus"] == {"2": {"thermal": {}}}
 

@@ -7,10 +7,17 @@ import stat
 import time
 from pathlib import Path
 
+from tests.unit.exporters.expo_helpers import FIXTURES, parse_exposition, promtool_check
 from vigil.exporters.slurm import SlurmCollector
 from vigil.exporters.slurm.commands import COMMANDS
-from vigil.exporters.slurm.parse import gpu_count, parse_sdiag, parse_sinfo, parse_squeue, split_state, tres_gpus
-from tests.unit.exporters.expo_helpers import FIXTURES, parse_exposition, promtool_check
+from vigil.exporters.slurm.parse import (
+    gpu_count,
+    parse_sdiag,
+    parse_sinfo,
+    parse_squeue,
+    split_state,
+    tres_gpus,
+)
 
 FIX = FIXTURES / "slurm"
 
@@ -49,15 +56,27 @@ def test_sinfo_fixture_from_the_lab():
     nodes, bad = parse_sinfo((FIX / "sinfo.txt").read_text())
     assert bad == 0 and sorted(nodes) == ["gpu01", "gpu02"]
     g1 = nodes["gpu01"]
-    assert (g1.state, g1.cpus_alloc, g1.cpus_idle, g1.cpus_total, g1.gpus_total, g1.gpus_alloc,
-            g1.partitions) == ("mixed", 1, 7, 8, 4, 2, ("gpu",))
+    assert (
+        g1.state,
+        g1.cpus_alloc,
+        g1.cpus_idle,
+        g1.cpus_total,
+        g1.gpus_total,
+        g1.gpus_alloc,
+        g1.partitions,
+    ) == ("mixed", 1, 7, 8, 4, 2, ("gpu",))
 
 
 def test_sdiag_fixture_from_the_lab():
     v = parse_sdiag((FIX / "sdiag.txt").read_text())
     assert v["server_threads"] == 3 and v["jobs_submitted"] == 8
-    assert {"main_last_cycle_us", "main_mean_cycle_us", "main_cycles", "backfill_cycles",
-            "backfill_last_cycle_us"} <= set(v)
+    assert {
+        "main_last_cycle_us",
+        "main_mean_cycle_us",
+        "main_cycles",
+        "backfill_cycles",
+        "backfill_last_cycle_us",
+    } <= set(v)
 
 
 def test_gres_strings():
@@ -91,8 +110,11 @@ def test_scrape_renders_the_lab_fixtures(tmp_path):
 
 
 def test_failing_and_hanging_commands_give_up_0_not_a_crash(tmp_path, caplog):
-    env = _fake_slurm(tmp_path, squeue="echo 'squeue: error: slurm_load_jobs: Unable to contact' >&2; exit 1",
-                      sinfo="sleep 30")
+    env = _fake_slurm(
+        tmp_path,
+        squeue="echo 'squeue: error: slurm_load_jobs: Unable to contact' >&2; exit 1",
+        sinfo="sleep 30",
+    )
     col = SlurmCollector(env=env, timeout=1.0)
     start = time.monotonic()
     text = col.scrape()

@@ -35,7 +35,9 @@ Env = Mapping[str, str | bytes | None]
 def need(tool: str, package: str) -> str:
     path = shutil.which(tool)
     if path is None:
-        pytest.fail(f"{tool} is missing: run `bash scripts/system-deps.sh` as root (Debian package {package})")
+        pytest.fail(
+            f"{tool} is missing: run `bash scripts/system-deps.sh` as root (Debian package {package})"
+        )
     return path
 
 
@@ -82,12 +84,12 @@ class JobMapRun:
         }
         env.update(extra)
         return {
-            k.encode(): (v if isinstance(v, bytes) else v.encode())
-            for k, v in env.items()
-            if v is not None
+            k.encode(): (v if isinstance(v, bytes) else v.encode()) for k, v in env.items() if v is not None
         }
 
-    def run(self, phase: str, env: Env | None = None, *, timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
+    def run(
+        self, phase: str, env: Env | None = None, *, timeout: float = 60
+    ) -> subprocess.CompletedProcess[bytes]:
         script = PROLOG if phase == "prolog" else EPILOG
         return subprocess.run(
             [*self.shell, str(script)],
@@ -97,12 +99,16 @@ class JobMapRun:
             check=False,
         )
 
-    def prolog(self, job: str | int, gpus: str | None = None, **env: str | bytes | None) -> subprocess.CompletedProcess[bytes]:
+    def prolog(
+        self, job: str | int, gpus: str | None = None, **env: str | bytes | None
+    ) -> subprocess.CompletedProcess[bytes]:
         cp = self.run("prolog", {"SLURM_JOB_ID": str(job), "SLURM_JOB_GPUS": gpus, **env})
         assert cp.returncode == 0, cp
         return cp
 
-    def epilog(self, job: str | int, gpus: str | None = None, **env: str | bytes | None) -> subprocess.CompletedProcess[bytes]:
+    def epilog(
+        self, job: str | int, gpus: str | None = None, **env: str | bytes | None
+    ) -> subprocess.CompletedProcess[bytes]:
         cp = self.run("epilog", {"SLURM_JOB_ID": str(job), "SLURM_JOB_GPUS": gpus, **env})
         assert cp.returncode == 0, cp
         return cp

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import subprocess
@@ -12,7 +13,12 @@ import pytest
 
 from .conftest import PROLOG, SHELLS, info_line
 
-BASE = {"SLURM_JOB_USER": "alice", "SLURM_JOB_ACCOUNT": "physics", "SLURM_JOB_PARTITION": "gpu", "SLURMD_NODENAME": "gpu01"}
+BASE = {
+    "SLURM_JOB_USER": "alice",
+    "SLURM_JOB_ACCOUNT": "physics",
+    "SLURM_JOB_PARTITION": "gpu",
+    "SLURMD_NODENAME": "gpu01",
+}
 
 
 @pytest.mark.parametrize("shell", SHELLS)
@@ -91,7 +97,9 @@ def test_read_only_dirs(make_jobmap, shell, phase) -> None:
     (jm.tf_dir / "slurm_job_12.prom").write_bytes(b"old\n")
     undo = [_read_only(jm.map_dir), _read_only(jm.tf_dir)]
     try:
-        cp = jm.run(phase, {"SLURM_JOB_ID": "12" if phase == "epilog" else "13", "SLURM_JOB_GPUS": "0,1", **BASE})
+        cp = jm.run(
+            phase, {"SLURM_JOB_ID": "12" if phase == "epilog" else "13", "SLURM_JOB_GPUS": "0,1", **BASE}
+        )
     finally:
         for u in undo:
             u()
@@ -126,13 +134,15 @@ def test_full_disk(make_jobmap, shell, tmp_path) -> None:
         (mnt / "map").mkdir()
         (mnt / "tf").mkdir()
         (mnt / "map" / "0").write_text("7\n")
-        with open(mnt / "filler", "wb") as f:
-            try:
-                f.write(b"x" * 1024 * 1024)
-            except OSError:
-                pass
-        env = {"VIGIL_JOBMAP_DIR": str(mnt / "map"), "VIGIL_TEXTFILE_DIR": str(mnt / "tf"), "SLURM_JOB_ID": "12",
-               "SLURM_JOB_GPUS": "0,1", **BASE}
+        with open(mnt / "filler", "wb") as f, contextlib.suppress(OSError):
+            f.write(b"x" * 1024 * 1024)
+        env = {
+            "VIGIL_JOBMAP_DIR": str(mnt / "map"),
+            "VIGIL_TEXTFILE_DIR": str(mnt / "tf"),
+            "SLURM_JOB_ID": "12",
+            "SLURM_JOB_GPUS": "0,1",
+            **BASE,
+        }
         cp = jm.run("prolog", env)
         assert cp.returncode == 0
         assert sorted(p.name for p in (mnt / "map").iterdir() if not p.name.startswith(".")) == ["0"]
@@ -166,7 +176,9 @@ def test_flock_timeout(make_jobmap) -> None:
     with open(jm.map_dir / ".lock", "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         t0 = time.monotonic()
-        cp = jm.run("prolog", {"SLURM_JOB_ID": "12", "SLURM_JOB_GPUS": "0", "VIGIL_JOBMAP_LOCK_TIMEOUT": "1", **BASE})
+        cp = jm.run(
+            "prolog", {"SLURM_JOB_ID": "12", "SLURM_JOB_GPUS": "0", "VIGIL_JOBMAP_LOCK_TIMEOUT": "1", **BASE}
+        )
         waited = time.monotonic() - t0
     assert cp.returncode == 0 and 0.9 < waited < 5
     assert jm.job_map() == {}
@@ -178,8 +190,16 @@ def test_mkdir_lock_timeout_on_a_live_holder(make_jobmap) -> None:
     jm = make_jobmap()
     (jm.map_dir / ".lock.d").mkdir()
     (jm.map_dir / ".lock.d" / "pid").write_text(f"{os.getpid()}\n")
-    cp = jm.run("prolog", {"SLURM_JOB_ID": "12", "SLURM_JOB_GPUS": "0", "VIGIL_JOBMAP_LOCK": "mkdir",
-                           "VIGIL_JOBMAP_LOCK_TIMEOUT": "1", **BASE})
+    cp = jm.run(
+        "prolog",
+        {
+            "SLURM_JOB_ID": "12",
+            "SLURM_JOB_GPUS": "0",
+            "VIGIL_JOBMAP_LOCK": "mkdir",
+            "VIGIL_JOBMAP_LOCK_TIMEOUT": "1",
+            **BASE,
+        },
+    )
     assert cp.returncode == 0 and jm.job_map() == {}
     assert (jm.map_dir / ".lock.d" / "pid").read_text() == f"{os.getpid()}\n"
     assert len(jm.log()) == 1 and "still held after 1s" in jm.log()[0]

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from .conftest import SHELLS, info_line, label, need
 
-BASE = {"SLURM_JOB_USER": "alice", "SLURM_JOB_ACCOUNT": "physics", "SLURM_JOB_PARTITION": "gpu", "SLURMD_NODENAME": "gpu01"}
+BASE = {
+    "SLURM_JOB_USER": "alice",
+    "SLURM_JOB_ACCOUNT": "physics",
+    "SLURM_JOB_PARTITION": "gpu",
+    "SLURMD_NODENAME": "gpu01",
+}
 OK_INFO = info_line("12", "alice", "physics", "gpu", "gpu01")
 
 # id, SLURM_JOB_GPUS, extra env, expected job map, expected log substring (None: no log line)
@@ -26,7 +32,13 @@ GPU_ROWS = [
     ("no-gpus", None, {}, {}, "job 12: no GPUs"),
     ("empty-gpus", "", {"CUDA_VISIBLE_DEVICES": ""}, {}, "job 12: no GPUs"),
     ("nodevfiles", None, {"CUDA_VISIBLE_DEVICES": "NoDevFiles"}, {}, "job 12: no GPUs"),
-    ("cuda-uuid", None, {"CUDA_VISIBLE_DEVICES": "GPU-8a3b1c2d-0000"}, {}, "CUDA_VISIBLE_DEVICES is not a list"),
+    (
+        "cuda-uuid",
+        None,
+        {"CUDA_VISIBLE_DEVICES": "GPU-8a3b1c2d-0000"},
+        {},
+        "CUDA_VISIBLE_DEVICES is not a list",
+    ),
     ("dotdot", "../../etc/passwd", {}, {}, "SLURM_JOB_GPUS is not a list"),
     ("dot-slash", "./0", {}, {}, "SLURM_JOB_GPUS is not a list"),
     ("semicolon", "0;touch pwned", {}, {}, "SLURM_JOB_GPUS is not a list"),
@@ -48,7 +60,9 @@ GPU_ROWS = [
 
 
 @pytest.mark.parametrize("shell", SHELLS)
-@pytest.mark.parametrize(("gpus", "extra", "want_map", "want_log"), [r[1:] for r in GPU_ROWS], ids=[r[0] for r in GPU_ROWS])
+@pytest.mark.parametrize(
+    ("gpus", "extra", "want_map", "want_log"), [r[1:] for r in GPU_ROWS], ids=[r[0] for r in GPU_ROWS]
+)
 def test_gpu_lists(make_jobmap, shell, gpus, extra, want_map, want_log) -> None:
     jm = make_jobmap(shell)
     cp = jm.prolog(12, gpus, **BASE, **extra)
@@ -132,14 +146,27 @@ LABEL_ROWS = [
 
 @pytest.mark.parametrize("shell", SHELLS)
 @pytest.mark.parametrize("value", [r[1] for r in LABEL_ROWS], ids=[r[0] for r in LABEL_ROWS])
-@pytest.mark.parametrize("var", ["SLURM_JOB_USER", "SLURM_JOB_ACCOUNT", "SLURM_JOB_PARTITION", "SLURMD_NODENAME"])
+@pytest.mark.parametrize(
+    "var", ["SLURM_JOB_USER", "SLURM_JOB_ACCOUNT", "SLURM_JOB_PARTITION", "SLURMD_NODENAME"]
+)
 def test_label_values_escaped(make_jobmap, shell, var, value) -> None:
     promtool = need("promtool", "prometheus")
     jm = make_jobmap(shell)
     jm.prolog(12, "0", **{**BASE, var: value})
-    values = {"SLURM_JOB_USER": "alice", "SLURM_JOB_ACCOUNT": "physics", "SLURM_JOB_PARTITION": "gpu", "SLURMD_NODENAME": "gpu01"}
+    values = {
+        "SLURM_JOB_USER": "alice",
+        "SLURM_JOB_ACCOUNT": "physics",
+        "SLURM_JOB_PARTITION": "gpu",
+        "SLURMD_NODENAME": "gpu01",
+    }
     values[var] = label(value)
-    want = info_line("12", values["SLURM_JOB_USER"], values["SLURM_JOB_ACCOUNT"], values["SLURM_JOB_PARTITION"], values["SLURMD_NODENAME"])
+    want = info_line(
+        "12",
+        values["SLURM_JOB_USER"],
+        values["SLURM_JOB_ACCOUNT"],
+        values["SLURM_JOB_PARTITION"],
+        values["SLURMD_NODENAME"],
+    )
     got = jm.textfiles()["slurm_job_12.prom"]
     assert got == want
     assert len(label(value).encode()) <= 2 * 256
@@ -153,7 +180,9 @@ def test_label_values_escaped(make_jobmap, shell, var, value) -> None:
 def test_invalid_utf8_dropped(make_jobmap, shell) -> None:
     promtool = need("promtool", "prometheus")
     jm = make_jobmap(shell)
-    jm.prolog(12, "0", **{**BASE, "SLURM_JOB_USER": b"bad\xff\xfename\xc3", "SLURM_JOB_ACCOUNT": b"\xe2\x82phys"})
+    jm.prolog(
+        12, "0", **{**BASE, "SLURM_JOB_USER": b"bad\xff\xfename\xc3", "SLURM_JOB_ACCOUNT": b"\xe2\x82phys"}
+    )
     got = jm.textfiles()["slurm_job_12.prom"]
     assert got == info_line("12", "badname", "phys", "gpu", "gpu01")
     assert subprocess.run([promtool, "check", "metrics"], input=got, capture_output=True).returncode == 0
@@ -168,7 +197,7 @@ def test_missing_labels_are_empty(make_jobmap) -> None:
 def test_node_defaults_to_the_host_name(make_jobmap) -> None:
     jm = make_jobmap()
     jm.prolog(12, "0", SLURM_JOB_USER="alice")
-    host = open("/proc/sys/kernel/hostname").read().strip()
+    host = Path("/proc/sys/kernel/hostname").read_text().strip()
     assert jm.textfiles() == {"slurm_job_12.prom": info_line("12", "alice", node=label(host))}
 
 
@@ -202,14 +231,25 @@ def test_config_file_parsed_env_wins(make_jobmap, tmp_path) -> None:
         f"VIGIL_TEXTFILE_DIR='{conf_tf}'\n"
         "VIGIL_JOBMAP_LOCK_TIMEOUT=garbage\n"
     )
-    cp = jm.run("prolog", {"VIGIL_JOBMAP_CONF": str(conf), "VIGIL_JOBMAP_DIR": None, "VIGIL_TEXTFILE_DIR": None,
-                           "SLURM_JOB_ID": "12", "SLURM_JOB_GPUS": "0", **BASE})
+    cp = jm.run(
+        "prolog",
+        {
+            "VIGIL_JOBMAP_CONF": str(conf),
+            "VIGIL_JOBMAP_DIR": None,
+            "VIGIL_TEXTFILE_DIR": None,
+            "SLURM_JOB_ID": "12",
+            "SLURM_JOB_GPUS": "0",
+            **BASE,
+        },
+    )
     assert cp.returncode == 0
     assert (conf_map / "0").read_text() == "12\n"
     assert (conf_tf / "slurm_job_12.prom").read_bytes() == OK_INFO
     assert jm.job_map() == {}
     # the environment overrides the file
-    cp = jm.run("prolog", {"VIGIL_JOBMAP_CONF": str(conf), "SLURM_JOB_ID": "13", "SLURM_JOB_GPUS": "0", **BASE})
+    cp = jm.run(
+        "prolog", {"VIGIL_JOBMAP_CONF": str(conf), "SLURM_JOB_ID": "13", "SLURM_JOB_GPUS": "0", **BASE}
+    )
     assert jm.job_map() == {"0": "13\n"}
     assert (conf_map / "0").read_text() == "12\n"
     for where in (tmp_path, jm.base, conf_map):
@@ -221,8 +261,16 @@ def test_unusable_dir_setting(make_jobmap, tmp_path, bad) -> None:
     jm = make_jobmap()
     conf = tmp_path / "bad.conf"
     conf.write_text(f"VIGIL_JOBMAP_DIR={bad}\n")
-    cp = jm.run("prolog", {"VIGIL_JOBMAP_CONF": str(conf), "VIGIL_JOBMAP_DIR": None, "SLURM_JOB_ID": "12",
-                           "SLURM_JOB_GPUS": "0", **BASE})
+    cp = jm.run(
+        "prolog",
+        {
+            "VIGIL_JOBMAP_CONF": str(conf),
+            "VIGIL_JOBMAP_DIR": None,
+            "SLURM_JOB_ID": "12",
+            "SLURM_JOB_GPUS": "0",
+            **BASE,
+        },
+    )
     assert cp.returncode == 0
     assert jm.textfiles() == {} and jm.job_map() == {}
     assert len(jm.log()) == 1 and "must be absolute paths" in jm.log()[0]

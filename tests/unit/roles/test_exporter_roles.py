@@ -26,16 +26,23 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.unit.roles.rendering import BIN, REPO, ROLES, ansible_env, contract_vars, run_tasks
 from vigil.bundle.fetchers._project import build_project_wheel
 from vigil.exporters.gpusim.fields import DRIVER_LABEL, FIELDS
 from vigil.installer.lab import LabPaths
 from vigil.installer.lab.inventory import inventory_data
-from tests.unit.roles.rendering import BIN, REPO, ROLES, ansible_env, contract_vars, run_tasks
 
 WHEEL_KEY = "wheels/vigil_exporters-0.1.0-py3-none-any.whl"
-WITH_WHEEL = {**contract_vars(Path("/x"))["vigil_artifacts"],
-              WHEEL_KEY: {"src": "/x/w.whl", "component": "vigil-exporters", "version": "0.1.0",
-                          "sha256": "0" * 64, "mode": "0644"}}
+WITH_WHEEL = {
+    **contract_vars(Path("/x"))["vigil_artifacts"],
+    WHEEL_KEY: {
+        "src": "/x/w.whl",
+        "component": "vigil-exporters",
+        "version": "0.1.0",
+        "sha256": "0" * 64,
+        "mode": "0644",
+    },
+}
 
 
 def load(path: Path) -> Any:
@@ -54,20 +61,35 @@ def csv_check(path: Path) -> subprocess.CompletedProcess[str]:
 
 # --- the collectors CSV ---------------------------------------------------------------------------
 
+
 def test_collectors_csv_is_the_simulators_field_list() -> None:
     rows = csv_rows()
     assert {(r[0], r[1]) for r in rows} == {(f.name, f.type) for f in FIELDS} | {(DRIVER_LABEL, "label")}
     assert len(rows) == len(FIELDS) + 1 and all(len(r) == 3 and r[2] for r in rows)
 
 
-@pytest.mark.parametrize("field", [
-    "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-    "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_TOTAL",
-    "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_XID_ERRORS",
-    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_RETIRED_DBE",
-    "DCGM_FI_DEV_ROW_REMAP_FAILURE", "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
-    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
-])
+@pytest.mark.parametrize(
+    "field",
+    [
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_FB_FREE",
+        "DCGM_FI_DEV_FB_TOTAL",
+        "DCGM_FI_DEV_SM_CLOCK",
+        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+        "DCGM_FI_DEV_XID_ERRORS",
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        "DCGM_FI_DEV_RETIRED_DBE",
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+    ],
+)
 def test_collectors_csv_has_what_the_rules_and_reports_read(field: str) -> None:
     assert field in {r[0] for r in csv_rows()}
 
@@ -77,13 +99,19 @@ def test_collectors_csv_passes_the_roles_validate_command() -> None:
     assert res.returncode == 0, res.stderr
 
 
-@pytest.mark.parametrize(("text", "says"), [
-    ("DCGM_FI_DEV_GPU_TEMP, gauge\n", "bad collector lines"),
-    ("DCGM_FI_DEV_GPU_TEMP, histogram, x\n", "bad collector lines"),
-    ("gpu_temp, gauge, x\n", "bad collector lines"),
-    ("DCGM_FI_DEV_GPU_TEMP, gauge, x\nDCGM_FI_DEV_GPU_TEMP, gauge, y\n", "duplicate fields: ['DCGM_FI_DEV_GPU_TEMP']"),
-    ("# nothing\n", "no fields"),
-])
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("DCGM_FI_DEV_GPU_TEMP, gauge\n", "bad collector lines"),
+        ("DCGM_FI_DEV_GPU_TEMP, histogram, x\n", "bad collector lines"),
+        ("gpu_temp, gauge, x\n", "bad collector lines"),
+        (
+            "DCGM_FI_DEV_GPU_TEMP, gauge, x\nDCGM_FI_DEV_GPU_TEMP, gauge, y\n",
+            "duplicate fields: ['DCGM_FI_DEV_GPU_TEMP']",
+        ),
+        ("# nothing\n", "no fields"),
+    ],
+)
 def test_broken_collectors_csv_is_refused(tmp_path: Path, text: str, says: str) -> None:
     (tmp_path / "c.csv").write_text(text)
     res = csv_check(tmp_path / "c.csv")
@@ -92,15 +120,23 @@ def test_broken_collectors_csv_is_refused(tmp_path: Path, text: str, says: str) 
 
 # --- the wheel install ----------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_project_wheel(REPO / "exporters", tmp_path_factory.mktemp("wheel"))
 
 
-def unpack(wheel: Path, home: Path, version: str, sha: str, keep: int = 2) -> subprocess.CompletedProcess[str]:
+def unpack(
+    wheel: Path, home: Path, version: str, sha: str, keep: int = 2
+) -> subprocess.CompletedProcess[str]:
     script = (ROLES / "_common" / "files" / "unpack_wheel.py").read_text()
-    return subprocess.run([sys.executable, "-", str(wheel), str(home), version, sha, str(keep)], input=script,
-                          capture_output=True, text=True, check=False)
+    return subprocess.run(
+        [sys.executable, "-", str(wheel), str(home), version, sha, str(keep)],
+        input=script,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 def test_unpack_wheel_installs_once_then_changes_nothing(tmp_path: Path, wheel: Path) -> None:
@@ -111,13 +147,21 @@ def test_unpack_wheel_installs_once_then_changes_nothing(tmp_path: Path, wheel: 
     assert (first.returncode, first.stdout) == (0, "unpacked\n"), first.stderr
     tree = tmp_path / "0.1.0"
     assert (tree / "vigil" / "exporters" / "gpusim" / "__main__.py").is_file()
-    assert list((tree / "vigil" / "exporters" / "gpusim").glob("__pycache__/*.pyc"))  # the unit cannot write them
+    assert list(
+        (tree / "vigil" / "exporters" / "gpusim").glob("__pycache__/*.pyc")
+    )  # the unit cannot write them
     assert (tree / ".vigil-wheel-sha256").read_text().strip() == sha
     assert oct((tree / "vigil" / "exporters" / "slurm" / "collector.py").stat().st_mode & 0o777) == "0o644"
     again = unpack(wheel, tmp_path, "0.1.0", sha)
     assert (again.returncode, again.stdout) == (0, "unchanged\n")
-    run = subprocess.run([sys.executable, "-m", "vigil.exporters.gpusim", "--version"], cwd="/",
-                         env={"PYTHONPATH": str(tree)}, capture_output=True, text=True, check=False)
+    run = subprocess.run(
+        [sys.executable, "-m", "vigil.exporters.gpusim", "--version"],
+        cwd="/",
+        env={"PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert run.returncode == 0 and "0.1.0" in run.stdout + run.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["0.1.0"]  # no stage or old trees left
 
@@ -144,21 +188,50 @@ def test_unpack_wheel_swaps_in_a_changed_wheel_and_prunes(tmp_path: Path, wheel:
 
 # --- the units ------------------------------------------------------------------------------------
 
+
 def render_unit(tmp: Path, role: str, extra: dict[str, Any], unit_vars: dict[str, Any]) -> str:
     files = [str(ROLES / "_common" / "defaults" / "main.yml")] + [
-        str(ROLES / role / kind / "main.yml") for kind in ("defaults", "vars")]
-    task = {"name": "Render", "ansible.builtin.template": {
-        "src": str(ROLES / "_common" / "templates" / "service.j2"), "dest": str(tmp / "unit.service"),
-        "mode": "0644"}, "vars": unit_vars}
+        str(ROLES / role / kind / "main.yml") for kind in ("defaults", "vars")
+    ]
+    task = {
+        "name": "Render",
+        "ansible.builtin.template": {
+            "src": str(ROLES / "_common" / "templates" / "service.j2"),
+            "dest": str(tmp / "unit.service"),
+            "mode": "0644",
+        },
+        "vars": unit_vars,
+    }
     play = [{"name": "r", "hosts": "gpu01", "gather_facts": False, "vars_files": files, "tasks": [task]}]
     (tmp / "p.yml").write_text(yaml.safe_dump(play))
-    (tmp / "i.yml").write_text(yaml.safe_dump({"all": {"hosts": {"gpu01": {
-        "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}))
+    (tmp / "i.yml").write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "hosts": {
+                        "gpu01": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+                    }
+                }
+            }
+        )
+    )
     ev = {**contract_vars(tmp / "home"), "vigil_artifacts": WITH_WHEEL, **extra}
     (tmp / "e.yml").write_text(yaml.safe_dump(ev))
-    res = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(tmp / "i.yml"), str(tmp / "p.yml"),
-                          "-e", f"@{tmp / 'e.yml'}"], capture_output=True, text=True, env=ansible_env(tmp),
-                         cwd=str(tmp), check=False)
+    res = subprocess.run(
+        [
+            str(BIN / "ansible-playbook"),
+            "-i",
+            str(tmp / "i.yml"),
+            str(tmp / "p.yml"),
+            "-e",
+            f"@{tmp / 'e.yml'}",
+        ],
+        capture_output=True,
+        text=True,
+        env=ansible_env(tmp),
+        cwd=str(tmp),
+        check=False,
+    )
     assert res.returncode == 0, res.stdout[-3000:]
     return (tmp / "unit.service").read_text()
 
@@ -174,25 +247,46 @@ def verify(tmp: Path, text: str, name: str) -> str:
     if not shutil.which("systemd-analyze"):
         return ""
     (tmp / f"{name}.service").write_text(text)
-    res = subprocess.run(["systemd-analyze", "verify", str(tmp / f"{name}.service")], capture_output=True,
-                         text=True, check=False)
+    res = subprocess.run(
+        ["systemd-analyze", "verify", str(tmp / f"{name}.service")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return res.stdout + res.stderr
 
 
-HARDENING = ["NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes",
-             "PrivateDevices=yes", "CapabilityBoundingSet=", "LockPersonality=yes", "RestrictSUIDSGID=yes",
-             "Restart=always", "ReadWritePaths="]
+HARDENING = [
+    "NoNewPrivileges=yes",
+    "ProtectSystem=strict",
+    "ProtectHome=yes",
+    "PrivateTmp=yes",
+    "PrivateDevices=yes",
+    "CapabilityBoundingSet=",
+    "LockPersonality=yes",
+    "RestrictSUIDSGID=yes",
+    "Restart=always",
+    "ReadWritePaths=",
+]
 
 
 def test_simulated_unit_runs_the_simulator_from_the_wheel(tmp_path: Path) -> None:
-    unit = render_unit(tmp_path, "dcgm_exporter", {"dcgm_exporter_mode": "simulated"},
-                       configure_unit_vars("dcgm_exporter"))
+    unit = render_unit(
+        tmp_path, "dcgm_exporter", {"dcgm_exporter_mode": "simulated"}, configure_unit_vars("dcgm_exporter")
+    )
     lines = unit.splitlines()
     assert "User=vigil-gpusim" in lines and "SyslogIdentifier=vigil-gpusim" in lines
     assert "Environment=PYTHONPATH=/opt/vigil/exporters/current" in lines
-    for flag in ("vigil.exporters.gpusim", "--address=0.0.0.0:9400", "--hpc-job-mapping-dir=/run/vigil/jobmap",
-                 "--faults-file=/var/lib/vigil/gpusim/faults.json", '--model="NVIDIA H100 80GB HBM3"',
-                 "--busy-power=350", "--power-noise=10", "--hostname=gpu01"):
+    for flag in (
+        "vigil.exporters.gpusim",
+        "--address=0.0.0.0:9400",
+        "--hpc-job-mapping-dir=/run/vigil/jobmap",
+        "--faults-file=/var/lib/vigil/gpusim/faults.json",
+        '--model="NVIDIA H100 80GB HBM3"',
+        "--busy-power=350",
+        "--power-noise=10",
+        "--hostname=gpu01",
+    ):
         assert flag in unit, flag
     for line in HARDENING:
         assert line in lines, line
@@ -204,16 +298,24 @@ def test_production_unit_runs_dcgm_exporter_against_the_hostengine(tmp_path: Pat
     unit = render_unit(tmp_path, "dcgm_exporter", {}, configure_unit_vars("dcgm_exporter"))
     lines = unit.splitlines()
     assert "ExecStart=/usr/bin/dcgm-exporter \\" in lines and "User=vigil-dcgm-exporter" in lines
-    for flag in ("--address=0.0.0.0:9400", "--collectors=/etc/vigil/dcgm_exporter/vigil-counters.csv",
-                 "--hpc-job-mapping-dir=/run/vigil/jobmap", "--remote-hostengine-info=localhost:5555",
-                 "--collect-interval=10000"):
+    for flag in (
+        "--address=0.0.0.0:9400",
+        "--collectors=/etc/vigil/dcgm_exporter/vigil-counters.csv",
+        "--hpc-job-mapping-dir=/run/vigil/jobmap",
+        "--remote-hostengine-info=localhost:5555",
+        "--collect-interval=10000",
+    ):
         assert f"    {flag} \\" in lines or f"    {flag}" in lines, flag
     for line in HARDENING:
         assert line in lines, line
     assert not any(line.startswith("Environment=") for line in lines)
     out = verify(tmp_path, unit, "vigil-dcgm-exporter")
     # the only complaint allowed here: dcgm-exporter is not installed on this machine
-    rest = [x for x in out.splitlines() if "vigil-dcgm-exporter.service" in x and "/usr/bin/dcgm-exporter" not in x]
+    rest = [
+        x
+        for x in out.splitlines()
+        if "vigil-dcgm-exporter.service" in x and "/usr/bin/dcgm-exporter" not in x
+    ]
     assert rest == [], out
 
 
@@ -231,6 +333,7 @@ def test_slurm_exporter_unit(tmp_path: Path) -> None:
 
 # --- preflight ------------------------------------------------------------------------------------
 
+
 def preflight(role: str) -> list[dict[str, Any]]:
     return [{"name": role, "ansible.builtin.import_role": {"name": role, "tasks_from": "preflight"}}]
 
@@ -243,15 +346,19 @@ def outcome(tmp: Path, role: str, **extra: Any) -> tuple[int, str]:
 def test_production_mode_without_nvidia_packages_is_refused(tmp_path: Path) -> None:
     rc, out = outcome(tmp_path, "dcgm_exporter", dcgm_exporter_port=1)
     assert rc != 0
-    assert ("dcgm_exporter: the bundle has no `debs/datacenter-gpu-manager-4-core_<version>_<arch>.deb` "
-            "(from `dcgm_exporter_packages`)") in out
+    assert (
+        "dcgm_exporter: the bundle has no `debs/datacenter-gpu-manager-4-core_<version>_<arch>.deb` "
+        "(from `dcgm_exporter_packages`)"
+    ) in out
     assert "only the `upstream` channel ships" in out and "`dcgm_exporter_mode: simulated`" in out
 
 
 def test_production_mode_with_the_packages_passes(tmp_path: Path) -> None:
     arts = dict(contract_vars(tmp_path)["vigil_artifacts"])
-    for key, comp in (("debs/datacenter-gpu-manager-4-core_4.6.0-1_amd64.deb", "dcgm"),
-                      ("debs/datacenter-gpu-manager-exporter_4.8.2-1_amd64.deb", "dcgm-exporter")):
+    for key, comp in (
+        ("debs/datacenter-gpu-manager-4-core_4.6.0-1_amd64.deb", "dcgm"),
+        ("debs/datacenter-gpu-manager-exporter_4.8.2-1_amd64.deb", "dcgm-exporter"),
+    ):
         arts[key] = {"src": "/x", "component": comp, "version": "1", "sha256": "0" * 64, "mode": "0644"}
     rc, out = outcome(tmp_path, "dcgm_exporter", dcgm_exporter_port=1, vigil_artifacts=arts)
     assert rc == 0, out[-2000:]
@@ -264,24 +371,40 @@ def test_simulated_mode_without_the_wheel_is_refused(tmp_path: Path) -> None:
 
 
 def test_simulated_mode_with_the_wheel_passes(tmp_path: Path) -> None:
-    rc, out = outcome(tmp_path, "dcgm_exporter", dcgm_exporter_mode="simulated", dcgm_exporter_port=1,
-                      vigil_artifacts=WITH_WHEEL)
+    rc, out = outcome(
+        tmp_path,
+        "dcgm_exporter",
+        dcgm_exporter_mode="simulated",
+        dcgm_exporter_port=1,
+        vigil_artifacts=WITH_WHEEL,
+    )
     assert rc == 0, out[-2000:]
 
 
 def test_bad_mode_is_refused_by_the_argument_spec(tmp_path: Path) -> None:
     tasks = [{"name": "d", "ansible.builtin.import_role": {"name": "dcgm_exporter"}}]
-    res = run_tasks(tmp_path, tasks, extra_vars={"dcgm_exporter_enabled": True, "dcgm_exporter_mode": "fake"},
-                    host="gpu01")
+    res = run_tasks(
+        tmp_path,
+        tasks,
+        extra_vars={"dcgm_exporter_enabled": True, "dcgm_exporter_mode": "fake"},
+        host="gpu01",
+    )
     out = " ".join((res.stdout + res.stderr).split())
     assert res.returncode != 0 and "dcgm_exporter_mode" in out and "production, simulated" in out
 
 
 def test_slurm_exporter_without_slurm_commands_names_the_path(tmp_path: Path) -> None:
     (tmp_path / "bin").mkdir()
-    rc, out = outcome(tmp_path, "slurm_exporter", slurm_exporter_port=1, vigil_artifacts=WITH_WHEEL,
-                      slurm_exporter_path=str(tmp_path / "bin"))
-    assert rc != 0 and "slurm_exporter: squeue, sinfo, sdiag not found on gpu01 in `slurm_exporter_path`" in out
+    rc, out = outcome(
+        tmp_path,
+        "slurm_exporter",
+        slurm_exporter_port=1,
+        vigil_artifacts=WITH_WHEEL,
+        slurm_exporter_path=str(tmp_path / "bin"),
+    )
+    assert (
+        rc != 0 and "slurm_exporter: squeue, sinfo, sdiag not found on gpu01 in `slurm_exporter_path`" in out
+    )
 
 
 def test_slurm_exporter_preflight_passes_where_the_commands_are(tmp_path: Path) -> None:
@@ -289,17 +412,26 @@ def test_slurm_exporter_preflight_passes_where_the_commands_are(tmp_path: Path) 
     for cmd in ("squeue", "sinfo", "sdiag"):
         (tmp_path / "bin" / cmd).write_text("#!/bin/sh\n")
         (tmp_path / "bin" / cmd).chmod(0o755)
-    rc, out = outcome(tmp_path, "slurm_exporter", slurm_exporter_port=1, vigil_artifacts=WITH_WHEEL,
-                      slurm_exporter_path=f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    rc, out = outcome(
+        tmp_path,
+        "slurm_exporter",
+        slurm_exporter_port=1,
+        vigil_artifacts=WITH_WHEEL,
+        slurm_exporter_path=f"{tmp_path / 'bin'}:/usr/bin:/bin",
+    )
     assert rc == 0, out[-2000:]
 
 
 # --- the lab --------------------------------------------------------------------------------------
 
+
 def test_lab_inventory_runs_the_exporters_and_scrapes_often(tmp_path: Path) -> None:
     children = inventory_data(LabPaths.from_env())["all"]["children"]
-    assert children["gpu_nodes"]["vars"] == {"dcgm_exporter_enabled": True, "dcgm_exporter_mode": "simulated",
-                                             "dcgm_exporter_simulator_power_noise": 0}
+    assert children["gpu_nodes"]["vars"] == {
+        "dcgm_exporter_enabled": True,
+        "dcgm_exporter_mode": "simulated",
+        "dcgm_exporter_simulator_power_noise": 0,
+    }
     assert children["slurm_controller"]["vars"] == {"slurm_exporter_enabled": True}
     assert re.fullmatch(r"\d+s", children["monitoring"]["vars"]["victoriametrics_scrape_interval"])
 
@@ -309,16 +441,24 @@ def test_lab_node_down_stops_the_units_the_roles_install() -> None:
     the node-down alert found it stopping units of other names, so nothing stopped)."""
     from vigil.installer.lab.faults import EXPORTER_UNITS
 
-    names = {f"{load(ROLES / role / 'defaults' / 'main.yml')[var]}.service"
-             for role, var in (("node_exporter", "node_exporter_service_name"),
-                               ("dcgm_exporter", "dcgm_exporter_service_name"),
-                               ("dcgm_exporter", "dcgm_exporter_simulator_service_name"))}
+    names = {
+        f"{load(ROLES / role / 'defaults' / 'main.yml')[var]}.service"
+        for role, var in (
+            ("node_exporter", "node_exporter_service_name"),
+            ("dcgm_exporter", "dcgm_exporter_service_name"),
+            ("dcgm_exporter", "dcgm_exporter_simulator_service_name"),
+        )
+    }
     assert set(EXPORTER_UNITS) == names
 
 
 def test_lab_inventory_caps_alert_durations_for_quick_faults() -> None:
-    assert inventory_data(LabPaths.from_env())["all"]["children"]["monitoring"]["vars"][
-        "vmalert_alert_duration_cap"] == "20s"
+    assert (
+        inventory_data(LabPaths.from_env())["all"]["children"]["monitoring"]["vars"][
+            "vmalert_alert_duration_cap"
+        ]
+        == "20s"
+    )
 
 
 def test_site_playbook_runs_the_exporter_roles_on_their_groups() -> None:

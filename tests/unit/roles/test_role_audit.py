@@ -59,7 +59,11 @@ def test_vars_are_underscored_and_main_wires_the_phases() -> None:
     assert all(k.startswith("_audit_") for k in load(ROLE / "vars" / "main.yml"))
     tasks = load(ROLE / "tasks" / "main.yml")
     assert [t["ansible.builtin.import_tasks"] for t in tasks] == [
-        "preflight.yml", "install.yml", "configure.yml", "run.yml"]
+        "preflight.yml",
+        "install.yml",
+        "configure.yml",
+        "run.yml",
+    ]
     for t in tasks:
         phase = t["ansible.builtin.import_tasks"].removesuffix(".yml")
         assert t["tags"] == ["audit", f"audit_{phase}"]
@@ -75,7 +79,10 @@ def _tasks(path: Path) -> list[dict[str, Any]]:
 def test_commands_say_whether_they_changed_and_configs_are_validated() -> None:
     for path in (ROLE / "tasks").glob("*.yml"):
         for task in _tasks(path):
-            if any(k in task for k in ("ansible.builtin.command", "ansible.builtin.shell", "ansible.builtin.script")):
+            if any(
+                k in task
+                for k in ("ansible.builtin.command", "ansible.builtin.shell", "ansible.builtin.script")
+            ):
                 assert "changed_when" in task, f"{path.name}: {task['name']}"
     configure = {t["name"]: t for t in _tasks(ROLE / "tasks" / "configure.yml")}
     rules = configure["Install vigil's audit rules"]["ansible.builtin.template"]
@@ -83,7 +90,12 @@ def test_commands_say_whether_they_changed_and_configs_are_validated() -> None:
     assert "%s" in load(ROLE / "vars" / "main.yml")["_audit_check_rules"]
     rsyslog = configure["Configure rsyslog's forwarding of the audit trail"]["ansible.builtin.template"]
     assert rsyslog["validate"] == "/usr/sbin/rsyslogd -N1 -f %s"
-    assert "%s" in configure["Make journald persistent, capped in size and age"]["ansible.builtin.template"]["validate"]
+    assert (
+        "%s"
+        in configure["Make journald persistent, capped in size and age"]["ansible.builtin.template"][
+            "validate"
+        ]
+    )
 
 
 def test_handlers_reload_systemd_and_skip_check_mode() -> None:
@@ -122,28 +134,59 @@ TEMPLATES = {
 }
 
 
-def render(tmp: Path, host: str, extra: dict[str, Any] | None = None,
-           present: list[str] | None = None) -> dict[str, str]:
+def render(
+    tmp: Path, host: str, extra: dict[str, Any] | None = None, present: list[str] | None = None
+) -> dict[str, str]:
     """Render the role's templates for ``host`` of the sample inventory, with the role's defaults and vars."""
     out = tmp / f"rendered-{host}"
     out.mkdir(parents=True, exist_ok=True)
     defaults = load(ROLE / "defaults" / "main.yml")
-    everything = (defaults["audit_watch_config"] + defaults["audit_watch_keys"] + defaults["audit_watch_store"]
-                  + defaults["audit_exec_paths"] + defaults["audit_service_control_paths"])
-    tasks = [{"name": f"Render {name}",
-              "ansible.builtin.template": {"src": str(ROLE / "templates" / src), "dest": str(out / name),
-                                           "mode": "0644"}}
-             for name, src in TEMPLATES.items()]
-    play = [{"name": "Render the audit role's templates", "hosts": host, "gather_facts": False,
-             "vars_files": [str(ROLE / "defaults" / "main.yml"), str(ROLE / "vars" / "main.yml")],
-             "vars": {"__audit_present": present if present is not None else everything},
-             "tasks": tasks}]
+    everything = (
+        defaults["audit_watch_config"]
+        + defaults["audit_watch_keys"]
+        + defaults["audit_watch_store"]
+        + defaults["audit_exec_paths"]
+        + defaults["audit_service_control_paths"]
+    )
+    tasks = [
+        {
+            "name": f"Render {name}",
+            "ansible.builtin.template": {
+                "src": str(ROLE / "templates" / src),
+                "dest": str(out / name),
+                "mode": "0644",
+            },
+        }
+        for name, src in TEMPLATES.items()
+    ]
+    play = [
+        {
+            "name": "Render the audit role's templates",
+            "hosts": host,
+            "gather_facts": False,
+            "vars_files": [str(ROLE / "defaults" / "main.yml"), str(ROLE / "vars" / "main.yml")],
+            "vars": {"__audit_present": present if present is not None else everything},
+            "tasks": tasks,
+        }
+    ]
     (tmp / "play.yml").write_text(yaml.safe_dump(play, sort_keys=False))
     (tmp / "inventory.yml").write_text(yaml.safe_dump(SAMPLE_INVENTORY, sort_keys=False))
     (tmp / "extra.json").write_text(json.dumps({**contract_vars(tmp / "home"), **(extra or {})}))
-    res = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(tmp / "inventory.yml"), str(tmp / "play.yml"),
-                          "-e", f"@{tmp / 'extra.json'}"], capture_output=True, text=True,
-                         env=ansible_env(tmp), cwd=str(tmp), check=False)
+    res = subprocess.run(
+        [
+            str(BIN / "ansible-playbook"),
+            "-i",
+            str(tmp / "inventory.yml"),
+            str(tmp / "play.yml"),
+            "-e",
+            f"@{tmp / 'extra.json'}",
+        ],
+        capture_output=True,
+        text=True,
+        env=ansible_env(tmp),
+        cwd=str(tmp),
+        check=False,
+    )
     assert res.returncode == 0, res.stdout[-5000:] + res.stderr[-2000:]
     return {p.name: p.read_text() for p in out.iterdir()}
 
@@ -177,23 +220,35 @@ def test_rules_cover_config_keys_store_vigil_and_service_control(client: dict[st
 
 
 def test_rules_lock_last_only_when_asked_and_leave_out_paths_without_a_place(tmp_path: Path) -> None:
-    out = render(tmp_path, "gpu01", {"audit_lock_rules": True,
-                                      "audit_watch_store": ["/srv/vigil/bundles"],
-                                      "audit_extra_rules": ["-w /etc/sudoers -p wa -k site-sudoers"]},
-                 present=["/etc/vigil", "/usr/bin/systemctl"])
+    out = render(
+        tmp_path,
+        "gpu01",
+        {
+            "audit_lock_rules": True,
+            "audit_watch_store": ["/srv/vigil/bundles"],
+            "audit_extra_rules": ["-w /etc/sudoers -p wa -k site-sudoers"],
+        },
+        present=["/etc/vigil", "/usr/bin/systemctl"],
+    )
     lines = rule_lines(out["vigil.rules"])
-    assert lines == ["-w /etc/vigil -p wa -k vigil-config",
-                     "-a always,exit -F path=/usr/bin/systemctl -F perm=x -k vigil-service-control",
-                     "-w /etc/sudoers -p wa -k site-sudoers",
-                     "-e 2"]
+    assert lines == [
+        "-w /etc/vigil -p wa -k vigil-config",
+        "-a always,exit -F path=/usr/bin/systemctl -F perm=x -k vigil-service-control",
+        "-w /etc/sudoers -p wa -k site-sudoers",
+        "-e 2",
+    ]
     assert module("check_audit_rules").check_text(out["vigil.rules"]) == []
 
 
 def test_journald_is_persistent_with_size_and_retention(client: dict[str, str]) -> None:
     ini = configparser.ConfigParser(strict=True)
     ini.read_string(client["journald.conf"])
-    assert dict(ini["Journal"]) == {"storage": "persistent", "systemmaxuse": "2G", "maxretentionsec": "400d",
-                                    "forwardtosyslog": "yes"}
+    assert dict(ini["Journal"]) == {
+        "storage": "persistent",
+        "systemmaxuse": "2G",
+        "maxretentionsec": "400d",
+        "forwardtosyslog": "yes",
+    }
 
 
 def test_client_forwards_over_tls_to_the_receiver_by_name(client: dict[str, str]) -> None:
@@ -205,8 +260,10 @@ def test_client_forwards_over_tls_to_the_receiver_by_name(client: dict[str, str]
     assert 'streamDriverPermittedPeers="mon01"' in conf
     assert 'queue.type="LinkedList"' in conf and 'queue.maxDiskSpace="1024m"' in conf
     assert "imtcp" not in conf  # a client does not listen
-    assert 'if $programname startswith "vigil" or $syslogfacility-text == "auth" or ' \
-           '$syslogfacility-text == "authpriv" then' in conf
+    assert (
+        'if $programname startswith "vigil" or $syslogfacility-text == "auth" or '
+        '$syslogfacility-text == "authpriv" then' in conf
+    )
     assert 'file="/var/log/audit/audit.log"' in conf
 
 
@@ -222,8 +279,9 @@ def test_receiver_listens_on_its_cluster_address_for_known_clients(receiver: dic
     assert "omfwd" not in conf  # the receiver keeps its own lines locally
 
 
-def test_rsyslog_config_is_accepted_by_rsyslogd(client: dict[str, str], receiver: dict[str, str],
-                                                tmp_path: Path) -> None:
+def test_rsyslog_config_is_accepted_by_rsyslogd(
+    client: dict[str, str], receiver: dict[str, str], tmp_path: Path
+) -> None:
     rsyslogd = shutil.which("rsyslogd") or "/usr/sbin/rsyslogd"
     if not Path(rsyslogd).exists():
         pytest.skip("rsyslogd is not installed on this machine (the role validates on the host)")
@@ -236,8 +294,10 @@ def test_rsyslog_config_is_accepted_by_rsyslogd(client: dict[str, str], receiver
 
 def test_pruning_removes_files_older_than_the_retention(receiver: dict[str, str]) -> None:
     service = receiver["prune.service"]
-    assert ('ExecStart=/usr/bin/find /var/log/vigil-remote -mindepth 2 -maxdepth 2 -type f -name "*.log" '
-            "-mtime +400 -delete") in service
+    assert (
+        'ExecStart=/usr/bin/find /var/log/vigil-remote -mindepth 2 -maxdepth 2 -type f -name "*.log" '
+        "-mtime +400 -delete"
+    ) in service
     assert "ReadWritePaths=/var/log/vigil-remote" in service and "ProtectSystem=strict" in service
     assert "OnCalendar=daily" in receiver["prune.timer"] and "Persistent=true" in receiver["prune.timer"]
 
@@ -258,27 +318,30 @@ def test_checker_accepts_vigils_forms() -> None:
     assert module("check_audit_rules").check_text(GOOD) == []
 
 
-@pytest.mark.parametrize(("line", "reason"), [
-    ("-D", "-D deletes every rule"),
-    ("-w etc/vigil -p wa -k k", "path 'etc/vigil' is not absolute"),
-    ("-w /etc/vi gil -p wa -k k", "-w takes -p and -k, not 'gil'"),
-    ("-w /etc/../vigil -p wa -k k", "'.' or '..' components"),
-    ("-w /etc/vigil -p wz -k k", "-p 'wz' must be made of r, w, x, a"),
-    ("-w /etc/vigil -p wa", "has no key"),
-    ("-w /etc/vigil -p wa -k " + "k" * 32, "1-31 of"),
-    ("-w /etc/vigil -p wa -k bad/key", "1-31 of"),
-    ("-a always,exit -F path=/usr/bin/systemctl -F perm=x", "rule has no key"),
-    ("-a exit,sometimes -F path=/x -F perm=x -k k", "must be list,action"),
-    ("-a always,exit -F pth=/x -k k", "-F field 'pth' is not one vigil uses"),
-    ("-a always,exit -F path>/x -k k", "-F path takes = or !="),
-    ("-a always,exit -F perm=x -k k", "-F perm needs -F path= or -F dir="),
-    ("-a always,exit -S openat -k k", "needs -F arch=b64 or b32"),
-    ("-a always,exit -F arch=b63 -S openat -k k", "-F arch='b63' must be b32 or b64"),
-    ("-a always,exit -F arch=b64 -S open;rm -k k", "is not a system call name"),
-    ("-e 3", "-e takes 0, 1 or 2"),
-    ("-x /etc", "unknown option '-x'"),
-    ('-w "/etc/vigil -p wa', "cannot be split into words"),
-])
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ("-D", "-D deletes every rule"),
+        ("-w etc/vigil -p wa -k k", "path 'etc/vigil' is not absolute"),
+        ("-w /etc/vi gil -p wa -k k", "-w takes -p and -k, not 'gil'"),
+        ("-w /etc/../vigil -p wa -k k", "'.' or '..' components"),
+        ("-w /etc/vigil -p wz -k k", "-p 'wz' must be made of r, w, x, a"),
+        ("-w /etc/vigil -p wa", "has no key"),
+        ("-w /etc/vigil -p wa -k " + "k" * 32, "1-31 of"),
+        ("-w /etc/vigil -p wa -k bad/key", "1-31 of"),
+        ("-a always,exit -F path=/usr/bin/systemctl -F perm=x", "rule has no key"),
+        ("-a exit,sometimes -F path=/x -F perm=x -k k", "must be list,action"),
+        ("-a always,exit -F pth=/x -k k", "-F field 'pth' is not one vigil uses"),
+        ("-a always,exit -F path>/x -k k", "-F path takes = or !="),
+        ("-a always,exit -F perm=x -k k", "-F perm needs -F path= or -F dir="),
+        ("-a always,exit -S openat -k k", "needs -F arch=b64 or b32"),
+        ("-a always,exit -F arch=b63 -S openat -k k", "-F arch='b63' must be b32 or b64"),
+        ("-a always,exit -F arch=b64 -S open;rm -k k", "is not a system call name"),
+        ("-e 3", "-e takes 0, 1 or 2"),
+        ("-x /etc", "unknown option '-x'"),
+        ('-w "/etc/vigil -p wa', "cannot be split into words"),
+    ],
+)
 def test_checker_refuses(line: str, reason: str) -> None:
     problems = module("check_audit_rules").check_text(f"-w /etc/vigil -p wa -k ok\n{line}\n", "f.rules")
     assert problems and problems[0].startswith("f.rules:2: ") and reason in problems[0], problems
@@ -287,13 +350,21 @@ def test_checker_refuses(line: str, reason: str) -> None:
 def test_checker_refuses_rules_after_the_lock_and_exits_non_zero(tmp_path: Path) -> None:
     path = tmp_path / "vigil.rules"
     path.write_text("-e 2\n-w /etc/vigil -p wa -k vigil-config\n")
-    res = subprocess.run([sys.executable, str(FILES / "check_audit_rules.py"), str(path)],
-                         capture_output=True, text=True, check=False)
+    res = subprocess.run(
+        [sys.executable, str(FILES / "check_audit_rules.py"), str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert res.returncode == 1
     assert res.stderr == f"{path}:2: rule after -e on line 1: -e must come last\n"
     path.write_text(GOOD)
-    ok = subprocess.run([sys.executable, str(FILES / "check_audit_rules.py"), str(path)],
-                        capture_output=True, text=True, check=False)
+    ok = subprocess.run(
+        [sys.executable, str(FILES / "check_audit_rules.py"), str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert (ok.returncode, ok.stdout, ok.stderr) == (0, "", "")
 
 
@@ -303,8 +374,12 @@ needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="need
 
 
 def ca(directory: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    res = subprocess.run([sys.executable, str(FILES / "audit_ca.py"), "--dir", str(directory), *args],
-                         capture_output=True, text=True, check=False)
+    res = subprocess.run(
+        [sys.executable, str(FILES / "audit_ca.py"), "--dir", str(directory), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if check:
         assert res.returncode == 0, res.stderr
     return res
@@ -360,11 +435,18 @@ def test_certificate_is_kept_until_names_ca_or_expiry_say_otherwise(tmp_path: Pa
     args = ("cert", "--host", "mon01", "--usage", "server", "--ip", "198.18.0.10")
     ca(d, *args)
     before = (d / "hosts" / "mon01" / "server.crt").read_bytes()
-    assert out(ca(d, *args)) | {"cert": "", "key": ""} == {"changed": False, "reason": "valid", "cert": "", "key": ""}
+    assert out(ca(d, *args)) | {"cert": "", "key": ""} == {
+        "changed": False,
+        "reason": "valid",
+        "cert": "",
+        "key": "",
+    }
     assert (d / "hosts" / "mon01" / "server.crt").read_bytes() == before
     moved = out(ca(d, "cert", "--host", "mon01", "--usage", "server", "--ip", "198.18.0.12"))
     assert moved["changed"] and moved["reason"].startswith("names changed")
-    soon = out(ca(d, "cert", "--host", "mon01", "--usage", "server", "--ip", "198.18.0.12", "--renew-days", "900"))
+    soon = out(
+        ca(d, "cert", "--host", "mon01", "--usage", "server", "--ip", "198.18.0.12", "--renew-days", "900")
+    )
     assert soon["changed"] and soon["reason"] == "expires within 900 days"
     # a host certificate left over from another CA is issued again
     shutil.copy(tmp_path / "ca" / "hosts" / "mon01" / "server.crt", tmp_path / "keep.crt")
@@ -383,7 +465,9 @@ def test_ca_refuses_half_a_ca_and_bad_host_names(tmp_path: Path) -> None:
     ca(d, "ca")
     (d / "ca.key").unlink()
     res = ca(d, "ca", check=False)
-    assert res.returncode == 1 and "holds only half of the CA" in res.stderr and res.stderr.startswith("FAIL: ")
+    assert (
+        res.returncode == 1 and "holds only half of the CA" in res.stderr and res.stderr.startswith("FAIL: ")
+    )
     assert (d / "ca.crt").exists()  # nothing was replaced
     d2 = tmp_path / "ca2"
     ca(d2, "ca")
@@ -397,8 +481,13 @@ def test_ca_refuses_half_a_ca_and_bad_host_names(tmp_path: Path) -> None:
 
 
 def test_probe_prints_one_json_object() -> None:
-    res = subprocess.run([sys.executable, str(FILES / "audit_probe.py")], capture_output=True, text=True,
-                         check=False, timeout=30)
+    res = subprocess.run(
+        [sys.executable, str(FILES / "audit_probe.py")],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
     data = json.loads(res.stdout)
     assert set(data) == {"available", "enabled", "reason"}
     assert data["available"] is (data["enabled"] is not None)
@@ -409,10 +498,18 @@ def test_install_debs_skips_packages_installed_at_that_version_or_newer(tmp_path
     deb = tmp_path / "x.deb"
     deb.write_bytes(b"not used")
     script = str(FILES / "install-debs")
-    res = subprocess.run(["sh", script, "--check", f"dpkg=0.1={deb}", f"vigil-no-such-package=1.0-1={deb}"],
-                         capture_output=True, text=True, check=False)
+    res = subprocess.run(
+        ["sh", script, "--check", f"dpkg=0.1={deb}", f"vigil-no-such-package=1.0-1={deb}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert res.returncode == 0, res.stderr
     assert res.stdout == "install: vigil-no-such-package 1.0-1\n"
-    missing = subprocess.run(["sh", script, "--check", f"dpkg=0.1={tmp_path / 'gone.deb'}"],
-                             capture_output=True, text=True, check=False)
+    missing = subprocess.run(
+        ["sh", script, "--check", f"dpkg=0.1={tmp_path / 'gone.deb'}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert missing.returncode == 2 and "no such file" in missing.stderr

@@ -41,11 +41,18 @@ def _sub(tmp: Path, name: str) -> Path:
 
 
 def test_page_webhook_or_smtp_relay_outside_the_site_is_refused(tmp_path: Path) -> None:
-    out = fails_with(_sub(tmp_path, "page"), preflight("alertmanager"),
-                     alertmanager_page_webhook_url="https://pager.example.com/hook")
+    out = fails_with(
+        _sub(tmp_path, "page"),
+        preflight("alertmanager"),
+        alertmanager_page_webhook_url="https://pager.example.com/hook",
+    )
     assert "receiver URL https://pager.example.com/hook points at pager.example.com" in out
-    out = fails_with(_sub(tmp_path, "smtp"), preflight("alertmanager"), alertmanager_page_email_to=["a@b.c"],
-                     alertmanager_smtp_smarthost="smtp.example.com:25")
+    out = fails_with(
+        _sub(tmp_path, "smtp"),
+        preflight("alertmanager"),
+        alertmanager_page_email_to=["a@b.c"],
+        alertmanager_smtp_smarthost="smtp.example.com:25",
+    )
     assert "points at smtp.example.com" in out
 
 
@@ -55,7 +62,9 @@ def test_email_without_a_relay_names_the_variable(tmp_path: Path) -> None:
 
 
 def test_bad_energy_budget_or_duration_cap_is_refused(tmp_path: Path) -> None:
-    out = fails_with(_sub(tmp_path, "b"), preflight("vmalert"), vmalert_account_energy_budgets={"physics": -5})
+    out = fails_with(
+        _sub(tmp_path, "b"), preflight("vmalert"), vmalert_account_energy_budgets={"physics": -5}
+    )
     assert "`vmalert_account_energy_budgets` is a positive number of kWh" in out
     out = fails_with(_sub(tmp_path, "c"), preflight("vmalert"), vmalert_alert_duration_cap="soon")
     assert "`vmalert_alert_duration_cap` is empty or a duration" in out

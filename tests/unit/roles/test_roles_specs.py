@@ -15,9 +15,24 @@ import yaml
 
 ROLES = Path(__file__).resolve().parents[3] / "roles"
 PUBLIC = [
-    "common", "node_exporter", "victoriametrics", "vmalert", "alertmanager", "grafana", "dcgm_exporter", "slurm_exporter",
+    "common",
+    "node_exporter",
+    "victoriametrics",
+    "vmalert",
+    "alertmanager",
+    "grafana",
+    "dcgm_exporter",
+    "slurm_exporter",
 ]
-SERVICES = ["node_exporter", "victoriametrics", "vmalert", "alertmanager", "grafana", "dcgm_exporter", "slurm_exporter"]
+SERVICES = [
+    "node_exporter",
+    "victoriametrics",
+    "vmalert",
+    "alertmanager",
+    "grafana",
+    "dcgm_exporter",
+    "slurm_exporter",
+]
 TYPES = {bool: "bool", int: "int", str: "str", list: "list", dict: "dict"}
 
 
@@ -82,7 +97,7 @@ def test_main_wires_the_phases_with_their_tags(role: str) -> None:
     tasks = load(ROLES / role / "tasks" / "main.yml")
     phases = ["preflight", "install", "configure", "run"] if role in SERVICES else ["preflight", "install"]
     assert [t["ansible.builtin.import_tasks"] for t in tasks] == [f"{p}.yml" for p in phases]
-    for t, phase in zip(tasks, phases):
+    for t, phase in zip(tasks, phases, strict=True):
         assert t["tags"] == [role, f"{role}_{phase}"]
 
 

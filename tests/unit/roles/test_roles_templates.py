@@ -123,7 +123,10 @@ def test_alertmanager_routes_by_severity_and_groups_by_node_and_job(rendered: di
     inhibit = {(r["source_matchers"][0], r["target_matchers"][0]): r["equal"] for r in am["inhibit_rules"]}
     assert inhibit[('alertname="NodeExporterDown"', 'alertname!="NodeExporterDown"')] == ["instance"]
     assert inhibit[('alertname="SlurmNodeDrained"', 'alertname="GpuIdleWhileAllocated"')] == ["node"]
-    assert inhibit[('alertname="GpuTemperatureCritical"', 'alertname="GpuTemperatureHigh"')] == ["instance", "gpu"]
+    assert inhibit[('alertname="GpuTemperatureCritical"', 'alertname="GpuTemperatureHigh"')] == [
+        "instance",
+        "gpu",
+    ]
 
 
 def test_alertmanager_page_by_email_through_the_site_relay(tmp_path: Path) -> None:
@@ -138,8 +141,11 @@ def test_alertmanager_page_by_email_through_the_site_relay(tmp_path: Path) -> No
         },
     )
     am = yaml.safe_load(out["alertmanager.yml"])
-    assert am["global"] == {"smtp_smarthost": "198.18.0.11:25", "smtp_from": "vigil-alertmanager@localhost",
-                            "smtp_require_tls": False}
+    assert am["global"] == {
+        "smtp_smarthost": "198.18.0.11:25",
+        "smtp_from": "vigil-alertmanager@localhost",
+        "smtp_require_tls": False,
+    }
     receivers = {r["name"]: r for r in am["receivers"]}
     assert receivers["vigil-page"]["email_configs"] == [
         {"to": "oncall@hpc.site.internal, duty@hpc.site.internal", "send_resolved": True}

@@ -17,8 +17,9 @@ import importlib.util
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import jinja2
 import yaml
@@ -44,7 +45,8 @@ vigil_rule_file = _filter()
 
 
 def render_budgets(budgets: dict[str, float]) -> str:
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    # renders a YAML rules file, not HTML: there is nothing to escape for
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)  # noqa: S701
     env.filters["comment"] = lambda s: "#\n# " + s + "\n#"
     env.filters["to_json"] = lambda v: __import__("json").dumps(v)
     tmpl = env.from_string((ROLE / "templates" / "vigil-budgets.yml.j2").read_text())
@@ -65,8 +67,12 @@ def rules_by_alert() -> dict[str, dict[str, Any]]:
     return out
 
 
-def deploy(dest: Path, *, mutate: Callable[[dict[str, Any]], None] | None = None,
-           keep_firing_for: dict[str, str] | None = KEEP_FIRING_FOR) -> list[Path]:
+def deploy(
+    dest: Path,
+    *,
+    mutate: Callable[[dict[str, Any]], None] | None = None,
+    keep_firing_for: dict[str, str] | None = KEEP_FIRING_FOR,
+) -> list[Path]:
     """Write the rule files as deployed into ``dest``; ``mutate`` may change each parsed rule."""
     dest.mkdir(parents=True, exist_ok=True)
     out = []
@@ -104,7 +110,7 @@ def render_annotation(text: str, labels: dict[str, str], value: float | None) ->
     pos = 0
     for m in _TOKEN.finditer(text):
         if not skip:
-            out.append(text[pos:m.start()])
+            out.append(text[pos : m.start()])
         pos = m.end()
         if m.group(2):
             skip = skip + 1 if skip or not labels.get(m.group(2)) else 0
@@ -130,8 +136,10 @@ def complete(test_file: Path, rule_files: list[Path], dest: Path) -> tuple[Path,
     # Only the files the tested alerts live in (and what the account alerts read): quicker, and a
     # test cannot pass thanks to a rule of another file.
     wanted = {rules[c["alertname"]]["file"] for t in doc["tests"] for c in t.get("alert_rule_test", [])}
-    if any(rules[n]["file"] == "vigil-accounts.yml" for n in {c["alertname"] for t in doc["tests"]
-                                                              for c in t.get("alert_rule_test", [])}):
+    if any(
+        rules[n]["file"] == "vigil-accounts.yml"
+        for n in {c["alertname"] for t in doc["tests"] for c in t.get("alert_rule_test", [])}
+    ):
         wanted |= {"vigil-accounting.yml", "vigil-budgets.yml"}
     if "vigil-gpu-alerts.yml" in wanted:  # GpuEccDoubleBitError reads a series recorded there
         wanted.add("vigil-gpu.yml")

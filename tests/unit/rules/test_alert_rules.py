@@ -126,11 +126,15 @@ def test_a_rule_without_for_fails_its_flapping_test(alert: str, tmp_path: Path) 
 @pytest.mark.parametrize("alert", ["GpuTemperatureCritical", "GpuEccDoubleBitError", "GpuIdleWhileAllocated"])
 def test_a_gpu_alert_without_the_job_join_fails_its_tests(alert: str, tmp_path: Path) -> None:
     """Mutation: drop the slurm_job_info join -> the job and team labels are missing."""
+
     def drop_join(rule: dict[str, Any]) -> None:
         expr = rule["expr"]
-        rule["expr"] = re.sub(r"\s*\* on \(instance, hpc_job\) group_left \(user, account, node\)\s*"
-                              r"max by \(instance, hpc_job, user, account, node\) \(last_over_time\(slurm_job_info\[10m\]\)\)",
-                              "", expr)
+        rule["expr"] = re.sub(
+            r"\s*\* on \(instance, hpc_job\) group_left \(user, account, node\)\s*"
+            r"max by \(instance, hpc_job, user, account, node\) \(last_over_time\(slurm_job_info\[10m\]\)\)",
+            "",
+            expr,
+        )
         assert rule["expr"] != expr
 
     files = _mutated(tmp_path, alert, drop_join)
@@ -140,18 +144,28 @@ def test_a_gpu_alert_without_the_job_join_fails_its_tests(alert: str, tmp_path: 
 
 def test_keep_firing_for_holds_an_alert_after_its_fault_clears(deployed: list[Path], tmp_path: Path) -> None:
     test = {
-        "tests": [{
-            "case": "fault",
-            "interval": "30s",
-            "input_series": [{"series": 'up{instance="gpu01",job="node_exporter"}', "values": "0x10 1x20"}],
-            "alert_rule_test": [
-                {"eval_time": "4m", "alertname": "NodeExporterDown", "exp_alerts": [
-                    {"exp_labels": {"instance": "gpu01", "job": "node_exporter"}}]},
-                {"eval_time": "6m", "alertname": "NodeExporterDown", "exp_alerts": [
-                    {"exp_labels": {"instance": "gpu01", "job": "node_exporter"}}]},
-                {"eval_time": "8m", "alertname": "NodeExporterDown", "exp_alerts": []},
-            ],
-        }]
+        "tests": [
+            {
+                "case": "fault",
+                "interval": "30s",
+                "input_series": [
+                    {"series": 'up{instance="gpu01",job="node_exporter"}', "values": "0x10 1x20"}
+                ],
+                "alert_rule_test": [
+                    {
+                        "eval_time": "4m",
+                        "alertname": "NodeExporterDown",
+                        "exp_alerts": [{"exp_labels": {"instance": "gpu01", "job": "node_exporter"}}],
+                    },
+                    {
+                        "eval_time": "6m",
+                        "alertname": "NodeExporterDown",
+                        "exp_alerts": [{"exp_labels": {"instance": "gpu01", "job": "node_exporter"}}],
+                    },
+                    {"eval_time": "8m", "alertname": "NodeExporterDown", "exp_alerts": []},
+                ],
+            }
+        ]
     }
     src = tmp_path / "kff.yml"
     src.write_text(yaml.safe_dump(test))
@@ -166,11 +180,18 @@ def _vmalert() -> Path | None:
     return None
 
 
-@pytest.mark.skipif(_vmalert() is None, reason="set VIGIL_BUNDLE_FILES to an imported bundle's files/ for vmalert")
+@pytest.mark.skipif(
+    _vmalert() is None, reason="set VIGIL_BUNDLE_FILES to an imported bundle's files/ for vmalert"
+)
 def test_vmalert_dry_run_accepts_the_files_as_deployed_without_keep_firing_for(tmp_path: Path) -> None:
     vmalert = _vmalert()
     assert vmalert
     for path in rulekit.deploy(tmp_path, keep_firing_for={}):
-        res = subprocess.run([str(vmalert), f"-rule={path}", "-dryRun", "-loggerLevel=ERROR"],
-                             capture_output=True, text=True, timeout=60, check=False)
+        res = subprocess.run(
+            [str(vmalert), f"-rule={path}", "-dryRun", "-loggerLevel=ERROR"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert res.returncode == 0, f"{path.name}: {res.stderr}"
