@@ -281,3 +281,34 @@ def craft_edited_bytes(
     raw = edit_bytes(draft.manifest_bytes)
     assert raw != draft.manifest_bytes, "the edit changed nothing"
     return craft_bundle(out_dir, keys, members=members, version=version, raw_manifest=raw)
+
+
+@dataclass
+class StoreEnv:
+    """A state root with a trust root installed by use: one good bundle (version 1) imported with it."""
+
+    tmp: Path
+    home: Path
+    trust: Path
+    key: KeyPair
+    #: a key the trust root does not name
+    other: KeyPair
+    out: Path
+
+
+def make_store_env(
+    tmp_path: Path, home_env: Callable[[str, str], None], *, members: list[Member] | None = None
+) -> StoreEnv:
+    """``home_env`` sets an environment variable for the test (``monkeypatch.setenv``)."""
+    from vigil.installer.cli import main
+
+    home = tmp_path / "home"
+    home_env("VIGIL_HOME", str(home))
+    key = make_key(tmp_path / "keys", "release")
+    other = make_key(tmp_path / "keys", "stranger")
+    trust = tmp_path / "trust.json"
+    make_trust(trust, [key], threshold=1)
+    out = tmp_path / "out"
+    good = craft_bundle(out, [key], version=1, members=members)
+    assert main(["bundle", "import", str(good.path), "--trust", str(trust)]) == 0
+    return StoreEnv(tmp_path, home, trust, key, other, out)

@@ -22,14 +22,15 @@ import pytest
 import zstandard
 
 from tests.factories import (
-    KeyPair,
     Member,
     craft_bundle,
     default_members,
-    make_key,
-    make_trust,
+    make_store_env,
     payload_offset,
     tree_snapshot,
+)
+from tests.factories import (
+    StoreEnv as Env,
 )
 from vigil.bundle.build import build_bundle
 from vigil.bundle.container import BundleReader
@@ -45,26 +46,9 @@ PAX_DIGITS = 1 << 20
 QUICK_S = 5.0
 
 
-@dataclass
-class Env:
-    tmp: Path
-    home: Path
-    trust: Path
-    key: KeyPair
-    out: Path
-
-
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
-    home = tmp_path / "home"
-    monkeypatch.setenv("VIGIL_HOME", str(home))
-    key = make_key(tmp_path / "keys", "release")
-    trust = tmp_path / "trust.json"
-    make_trust(trust, [key], threshold=1)
-    out = tmp_path / "out"
-    good = craft_bundle(out, [key], version=1)
-    assert main(["bundle", "import", str(good.path), "--trust", str(trust)]) == 0
-    return Env(tmp_path, home, trust, key, out)
+    return make_store_env(tmp_path, monkeypatch.setenv)
 
 
 def timed(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, float]:

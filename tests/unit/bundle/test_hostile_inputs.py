@@ -25,8 +25,12 @@ from tests.factories import (
     craft_edited_bytes,
     fixed_members,
     make_key,
+    make_store_env,
     make_trust,
     tree_snapshot,
+)
+from tests.factories import (
+    StoreEnv as Env,
 )
 from vigil.basics.errors import VigilError
 from vigil.bundle.trust import load_root, new_root, write_root
@@ -34,26 +38,9 @@ from vigil.installer.audit import AuditLog
 from vigil.installer.cli import main
 
 
-@dataclass
-class Env:
-    tmp: Path
-    home: Path
-    trust: Path
-    key: KeyPair
-    out: Path
-
-
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
-    home = tmp_path / "home"
-    monkeypatch.setenv("VIGIL_HOME", str(home))
-    key = make_key(tmp_path / "keys", "release")
-    trust = tmp_path / "trust.json"
-    make_trust(trust, [key], threshold=1)
-    out = tmp_path / "out"
-    good = craft_bundle(out, [key], version=1, members=fixed_members())
-    assert main(["bundle", "import", str(good.path), "--trust", str(trust)]) == 0
-    return Env(tmp_path, home, trust, key, out)
+    return make_store_env(tmp_path, monkeypatch.setenv, members=fixed_members())
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:

@@ -8,48 +8,31 @@ store is byte-for-byte what it was before.
 from __future__ import annotations
 
 import tarfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.factories import (
-    KeyPair,
     Member,
     craft_bundle,
     default_members,
     make_key,
+    make_store_env,
     make_trust,
     payload_offset,
     rewrite_container,
     tree_snapshot,
 )
+from tests.factories import (
+    StoreEnv as Env,
+)
 from vigil.installer.cli import main
-
-
-@dataclass
-class Env:
-    tmp: Path
-    home: Path
-    trust: Path
-    key: KeyPair
-    other: KeyPair
-    out: Path
 
 
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
-    home = tmp_path / "home"
-    monkeypatch.setenv("VIGIL_HOME", str(home))
-    key = make_key(tmp_path / "keys", "release")
-    other = make_key(tmp_path / "keys", "stranger")
-    trust = tmp_path / "trust.json"
-    make_trust(trust, [key], threshold=1)
-    out = tmp_path / "out"
-    good = craft_bundle(out, [key], version=1)
-    assert main(["bundle", "import", str(good.path), "--trust", str(trust)]) == 0
-    return Env(tmp_path, home, trust, key, other, out)
+    return make_store_env(tmp_path, monkeypatch.setenv)
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
