@@ -6,8 +6,9 @@
 #    a file left empty is removed.
 # 2. Remove <textfile dir>/slurm_job_<job id>.prom.
 #
-# Changes go to a temporary file in the same directory and are renamed into place under the
-# node-wide lock the prolog takes too. Always exits 0; problems are logged to syslog with the tag
+# Changes go to a new file (noclobber) in the same directory and are renamed into place under the
+# node-wide lock the prolog takes too; a job map dir that anyone but root could change is left
+# alone (one log line). Always exits 0; problems are logged to syslog with the tag
 # vigil-jobmap. Settings as in prolog.sh (/etc/vigil/jobmap.conf, VIGIL_JOBMAP_DIR,
 # VIGIL_TEXTFILE_DIR, VIGIL_JOBMAP_LOCK_TIMEOUT, VIGIL_JOBMAP_LOCK); see docs/jobmap.md.
 
@@ -15,14 +16,17 @@ JM_PHASE=epilog
 
 # ---- vigil-jobmap common: begin (identical in prolog.sh and epilog.sh; a unit test checks) ----
 # Everything here uses shell builtins only, so a job costs few process starts: external commands
-# run only to lock (flock), to rename (mv), to remove (rm) and, on error paths, to log.
+# run only to check a directory (ls), to lock (flock), to rename (mv), to remove (rm) and, on
+# error paths, to log. Files are created with noclobber (set -C: a name that exists is refused,
+# never followed) in directories only root can write to (jm_safe_dir).
 LC_ALL=C
 export LC_ALL
+unset TIME_STYLE QUOTING_STYLE
 umask 022
 PATH=${PATH:+$PATH:}/usr/sbin:/usr/bin:/sbin:/bin
 NL='
 '
-set -f
+set -f -C
 _jm_lockdir=
 
 # Leave nothing behind and never fail the job: a non-zero prolog drains the node.
@@ -95,18 +99,54 @@ jm_jobid() {
   return 0
 }
 
-# jm_lock: take the node-wide lock of the job map dir (flock, or a mkdir lock where flock is
-# missing), waiting at most JM_LOCK_TIMEOUT seconds. The lock goes with the process.
+# jm_lock: take the node-wide lock of the job map dir, waiting at most JM_LOCK_TIMEOUT seconds
+# for each lock taken. flock on .lock where flock exists; a mkdir lock .lock.d without flock or
+# with VIGIL_JOBMAP_LOCK=mkdir. The two modes never run side by side unlocked: a script in one
+# mode that finds the other's entry takes both locks, always flock first, then .lock.d (the flock
+# side creates .lock before it looks for .lock.d, the mkdir side takes .lock.d before it looks for
+# .lock, so at least one of two racing scripts sees the other). Without flock, where .lock shows
+# that flock is used here, the script refuses. Links and odd files in their place are refused.
 jm_lock() {
-  if [ "$JM_LOCK" != mkdir ] && command -v flock >/dev/null 2>&1; then
-    if { command exec 9>>"$JM_DIR/.lock"; } 2>/dev/null; then
-      flock -w "$JM_LOCK_TIMEOUT" 9 2>/dev/null && return 0
-      jm_log err "job $JM_JOB: $JM_DIR/.lock still held after ${JM_LOCK_TIMEOUT}s; job map not changed"
-    else
-      jm_log err "job $JM_JOB: cannot write $JM_DIR (read-only?); job map not changed"
-    fi
+  for _e in .lock .lock.d .lock.d.break; do
+    [ -h "$JM_DIR/$_e" ] || continue
+    jm_log err "job $JM_JOB: $JM_DIR/$_e is a symbolic link, not followed; job map not changed"
+    return 1
+  done
+  if [ -e "$JM_DIR/.lock" ] && [ ! -f "$JM_DIR/.lock" ]; then
+    jm_log err "job $JM_JOB: $JM_DIR/.lock is not a regular file; job map not changed"
     return 1
   fi
+  _fl=
+  command -v flock >/dev/null 2>&1 && _fl=1
+  if [ "$JM_LOCK" = mkdir ] || [ -z "$_fl" ]; then
+    if [ ! -e "$JM_DIR/.lock" ]; then
+      _jm_mkdir_lock || return 1
+      [ -e "$JM_DIR/.lock" ] || return 0
+      # a script in flock mode came meanwhile: let go, then take both in order
+      _jm_unlock_dir
+    fi
+    if [ -z "$_fl" ]; then
+      jm_log err "job $JM_JOB: flock is missing but $JM_DIR/.lock shows that the flock lock is used on this node; the two locks are not mixed: job map not changed"
+      return 1
+    fi
+  fi
+  if { command exec 9>>"$JM_DIR/.lock"; } 2>/dev/null; then
+    if ! flock -w "$JM_LOCK_TIMEOUT" 9 2>/dev/null; then
+      jm_log err "job $JM_JOB: $JM_DIR/.lock still held after ${JM_LOCK_TIMEOUT}s; job map not changed"
+      return 1
+    fi
+  else
+    jm_log err "job $JM_JOB: cannot write $JM_DIR (read-only?); job map not changed"
+    return 1
+  fi
+  # a .lock.d here: a mkdir-mode holder without flock (or a dead one): wait for it as well
+  [ "$JM_LOCK" = mkdir ] || [ -d "$JM_DIR/.lock.d" ] || return 0
+  _jm_mkdir_lock
+}
+
+# _jm_mkdir_lock: the mkdir lock .lock.d holding the owner's pid; a waiter breaks it only when
+# that pid is dead (or no pid appears for 2 s).
+_jm_mkdir_lock() {
   _ld=$JM_DIR/.lock.d
   _tries=0 _nopid=0
   _max=$((JM_LOCK_TIMEOUT * 20))
@@ -146,6 +186,13 @@ jm_lock() {
   return 0
 }
 
+# _jm_unlock_dir: let go of the mkdir lock.
+_jm_unlock_dir() {
+  rm -f -- "$_jm_lockdir/pid" 2>/dev/null
+  rmdir -- "$_jm_lockdir" 2>/dev/null
+  _jm_lockdir=
+}
+
 # _jm_break LOCKDIR PID: remove a lock left by a dead holder. Breakers take turns through
 # LOCKDIR.break and re-read the pid inside it, so a lock taken meanwhile is never broken.
 _jm_break() {
@@ -169,6 +216,72 @@ _jm_break() {
   return 0
 }
 
+# jm_safe_dir DIR WHAT: JM_SAFE, DIR's physical path, when DIR and every directory above it belong
+# to root and no one else may write to them (one above may be world-writable with the sticky bit,
+# as /tmp, where others cannot rename root's entries), and none has an ACL. Otherwise one log line
+# naming the directory and why, and return 1: a root script never writes where another user could
+# plant links or swap the directory. One ls for the whole path (POSIX long format, LC_ALL=C).
+jm_safe_dir() {
+  JM_SAFE='' _sw=$2
+  if ! cd -P "$1" 2>/dev/null; then
+    jm_log err "job $JM_JOB: cannot enter $_sw $1; nothing written there"
+    return 1
+  fi
+  _sp=$PWD
+  cd / 2>/dev/null
+  set --
+  _sq=$_sp
+  while :; do
+    set -- "$_sq" "$@"
+    [ "$_sq" != / ] || break
+    _sq=${_sq%/*}
+    [ -n "$_sq" ] || _sq=/
+  done
+  _sn=$# _si=0 _sifs=$IFS
+  _sout=$(ls -ldn -- "$@" 2>/dev/null) || _sout=
+  IFS=$NL
+  for _sl in $_sout; do
+    IFS=$_sifs
+    _si=$((_si + 1))
+    # mode, links, uid, gid, size, 3 date fields, name: the name is what is left after 8 fields
+    _sm=${_sl%% *} _sr=${_sl#* } _su=
+    for _sf in 1 2 3 4 5 6 7; do
+      _sr=${_sr#"${_sr%%[! ]*}"}
+      [ "$_sf" != 2 ] || _su=${_sr%% *}
+      _sr=${_sr#* }
+    done
+    _sr=${_sr#"${_sr%%[! ]*}"}
+    _why=
+    case $_sm in d*) ;; *) _why='is not a directory' ;; esac
+    [ -n "$_why" ] || [ "$_su" = 0 ] || _why="belongs to uid $_su, not root"
+    if [ -z "$_why" ]; then
+      # ls lists the shortest name first: the last line is DIR itself, never to be shared
+      case $_si:$_sm in
+        "$_sn":?????w* | "$_sn":????????w*) _why='is writable by its group or by others' ;;
+        *:?????????[tT]*) ;;
+        *:?????w* | *:????????w*) _why='is writable by its group or by others (and not sticky)' ;;
+        *:??????????+*) _why='has an ACL (others may write to it)' ;;
+      esac
+    fi
+    if [ -n "$_why" ]; then
+      if [ "$_si" = "$_sn" ]; then
+        jm_log err "job $JM_JOB: $_sw $_sp $_why; nothing written there"
+      else
+        jm_log err "job $JM_JOB: $_sw $_sp not used: $_sr above it $_why; nothing written there"
+      fi
+      return 1
+    fi
+    IFS=$NL
+  done
+  IFS=$_sifs
+  if [ "$_si" -ne "$_sn" ]; then
+    jm_log err "job $JM_JOB: cannot list $_sw $_sp and the directories above it; nothing written there"
+    return 1
+  fi
+  JM_SAFE=$_sp
+  return 0
+}
+
 # jm_textfile_path: JM_TEXTFILE, this job's node_exporter textfile.
 jm_textfile_path() {
   JM_TEXTFILE=$JM_TEXTFILE_DIR/slurm_job_$JM_JOB.prom
@@ -184,6 +297,7 @@ jm_map_remove() {
   for _f in "$JM_DIR"/*; do
     _g=${_f##*/}
     case $_g in '' | *[!0-9.]*) continue ;; esac
+    [ ! -h "$_f" ] || continue
     [ -f "$_f" ] || continue
     _c='' _hit=''
     while IFS= read -r _l || [ -n "$_l" ]; do
@@ -198,11 +312,18 @@ jm_map_remove() {
       _rm="$_rm $_g"
       continue
     fi
+    if [ -h "$_stage" ] || { [ -e "$_stage" ] && [ ! -d "$_stage" ]; }; then
+      jm_log err "job $JM_JOB: $_stage is a symbolic link or not a directory, not followed; its lines stay in GPUs$_mv$_rm $_g"
+      set -f
+      return 1
+    fi
     if [ ! -d "$_stage" ] && ! mkdir -m 0755 -- "$_stage" 2>/dev/null; then
       jm_log err "job $JM_JOB: cannot write $JM_DIR (read-only or full?); its lines stay in GPUs$_mv$_rm $_g"
       set -f
       return 1
     fi
+    # left by a killed run (or planted): removed, never followed; noclobber creates the file anew
+    if [ -e "$_stage/$_g" ] || [ -h "$_stage/$_g" ]; then rm -f -- "$_stage/$_g" 2>/dev/null; fi
     if ! printf '%s' "$_c" 2>/dev/null >"$_stage/$_g"; then
       rm -f -- "$_stage/$_g" 2>/dev/null
       jm_log err "job $JM_JOB: cannot write $_stage (full or read-only?); its line stays in GPU $_g"
@@ -247,8 +368,9 @@ fi
 jm_textfile_path
 
 # 2 the job map (all of it: the epilog's GPU list is not trusted to match the prolog's)
-if [ -d "$JM_DIR" ] && jm_lock; then
-  jm_map_remove
+if [ -d "$JM_DIR" ] && jm_safe_dir "$JM_DIR" 'the job map dir'; then
+  JM_DIR=$JM_SAFE
+  jm_lock && jm_map_remove
 fi
 
 # 3 the job's textfile

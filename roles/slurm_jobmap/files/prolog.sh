@@ -7,9 +7,11 @@
 # 2. Write <textfile dir>/slurm_job_<job id>.prom with
 #    slurm_job_info{hpc_job,user,account,partition,node} 1 for node_exporter's textfile collector.
 #
-# Every write goes to a temporary file in the same directory and is renamed into place, with the
-# job map changed under a node-wide lock. Always exits 0 (a failing prolog drains the node);
-# problems are logged to syslog with the tag vigil-jobmap.
+# Every write goes to a new file (noclobber: an existing name is never followed) in the same
+# directory and is renamed into place, with the job map changed under a node-wide lock. Nothing is
+# written into a directory that it, or one above it, lets anyone but root change (one log line).
+# Always exits 0 (a failing prolog drains the node); problems are logged to syslog with the tag
+# vigil-jobmap.
 #
 # Settings: /etc/vigil/jobmap.conf (KEY=value, parsed, not sourced; VIGIL_JOBMAP_CONF names
 # another file), overridden by the environment: VIGIL_JOBMAP_DIR (default /run/vigil/jobmap),
@@ -21,14 +23,17 @@ JM_PHASE=prolog
 
 # ---- vigil-jobmap common: begin (identical in prolog.sh and epilog.sh; a unit test checks) ----
 # Everything here uses shell builtins only, so a job costs few process starts: external commands
-# run only to lock (flock), to rename (mv), to remove (rm) and, on error paths, to log.
+# run only to check a directory (ls), to lock (flock), to rename (mv), to remove (rm) and, on
+# error paths, to log. Files are created with noclobber (set -C: a name that exists is refused,
+# never followed) in directories only root can write to (jm_safe_dir).
 LC_ALL=C
 export LC_ALL
+unset TIME_STYLE QUOTING_STYLE
 umask 022
 PATH=${PATH:+$PATH:}/usr/sbin:/usr/bin:/sbin:/bin
 NL='
 '
-set -f
+set -f -C
 _jm_lockdir=
 
 # Leave nothing behind and never fail the job: a non-zero prolog drains the node.
@@ -101,18 +106,54 @@ jm_jobid() {
   return 0
 }
 
-# jm_lock: take the node-wide lock of the job map dir (flock, or a mkdir lock where flock is
-# missing), waiting at most JM_LOCK_TIMEOUT seconds. The lock goes with the process.
+# jm_lock: take the node-wide lock of the job map dir, waiting at most JM_LOCK_TIMEOUT seconds
+# for each lock taken. flock on .lock where flock exists; a mkdir lock .lock.d without flock or
+# with VIGIL_JOBMAP_LOCK=mkdir. The two modes never run side by side unlocked: a script in one
+# mode that finds the other's entry takes both locks, always flock first, then .lock.d (the flock
+# side creates .lock before it looks for .lock.d, the mkdir side takes .lock.d before it looks for
+# .lock, so at least one of two racing scripts sees the other). Without flock, where .lock shows
+# that flock is used here, the script refuses. Links and odd files in their place are refused.
 jm_lock() {
-  if [ "$JM_LOCK" != mkdir ] && command -v flock >/dev/null 2>&1; then
-    if { command exec 9>>"$JM_DIR/.lock"; } 2>/dev/null; then
-      flock -w "$JM_LOCK_TIMEOUT" 9 2>/dev/null && return 0
-      jm_log err "job $JM_JOB: $JM_DIR/.lock still held after ${JM_LOCK_TIMEOUT}s; job map not changed"
-    else
-      jm_log err "job $JM_JOB: cannot write $JM_DIR (read-only?); job map not changed"
-    fi
+  for _e in .lock .lock.d .lock.d.break; do
+    [ -h "$JM_DIR/$_e" ] || continue
+    jm_log err "job $JM_JOB: $JM_DIR/$_e is a symbolic link, not followed; job map not changed"
+    return 1
+  done
+  if [ -e "$JM_DIR/.lock" ] && [ ! -f "$JM_DIR/.lock" ]; then
+    jm_log err "job $JM_JOB: $JM_DIR/.lock is not a regular file; job map not changed"
     return 1
   fi
+  _fl=
+  command -v flock >/dev/null 2>&1 && _fl=1
+  if [ "$JM_LOCK" = mkdir ] || [ -z "$_fl" ]; then
+    if [ ! -e "$JM_DIR/.lock" ]; then
+      _jm_mkdir_lock || return 1
+      [ -e "$JM_DIR/.lock" ] || return 0
+      # a script in flock mode came meanwhile: let go, then take both in order
+      _jm_unlock_dir
+    fi
+    if [ -z "$_fl" ]; then
+      jm_log err "job $JM_JOB: flock is missing but $JM_DIR/.lock shows that the flock lock is used on this node; the two locks are not mixed: job map not changed"
+      return 1
+    fi
+  fi
+  if { command exec 9>>"$JM_DIR/.lock"; } 2>/dev/null; then
+    if ! flock -w "$JM_LOCK_TIMEOUT" 9 2>/dev/null; then
+      jm_log err "job $JM_JOB: $JM_DIR/.lock still held after ${JM_LOCK_TIMEOUT}s; job map not changed"
+      return 1
+    fi
+  else
+    jm_log err "job $JM_JOB: cannot write $JM_DIR (read-only?); job map not changed"
+    return 1
+  fi
+  # a .lock.d here: a mkdir-mode holder without flock (or a dead one): wait for it as well
+  [ "$JM_LOCK" = mkdir ] || [ -d "$JM_DIR/.lock.d" ] || return 0
+  _jm_mkdir_lock
+}
+
+# _jm_mkdir_lock: the mkdir lock .lock.d holding the owner's pid; a waiter breaks it only when
+# that pid is dead (or no pid appears for 2 s).
+_jm_mkdir_lock() {
   _ld=$JM_DIR/.lock.d
   _tries=0 _nopid=0
   _max=$((JM_LOCK_TIMEOUT * 20))
@@ -152,6 +193,13 @@ jm_lock() {
   return 0
 }
 
+# _jm_unlock_dir: let go of the mkdir lock.
+_jm_unlock_dir() {
+  rm -f -- "$_jm_lockdir/pid" 2>/dev/null
+  rmdir -- "$_jm_lockdir" 2>/dev/null
+  _jm_lockdir=
+}
+
 # _jm_break LOCKDIR PID: remove a lock left by a dead holder. Breakers take turns through
 # LOCKDIR.break and re-read the pid inside it, so a lock taken meanwhile is never broken.
 _jm_break() {
@@ -172,6 +220,72 @@ _jm_break() {
     jm_log warning "job $JM_JOB: removed a stale lock $1 left by process ${2:-(unknown)}"
   fi
   rm -rf -- "$1.break" 2>/dev/null
+  return 0
+}
+
+# jm_safe_dir DIR WHAT: JM_SAFE, DIR's physical path, when DIR and every directory above it belong
+# to root and no one else may write to them (one above may be world-writable with the sticky bit,
+# as /tmp, where others cannot rename root's entries), and none has an ACL. Otherwise one log line
+# naming the directory and why, and return 1: a root script never writes where another user could
+# plant links or swap the directory. One ls for the whole path (POSIX long format, LC_ALL=C).
+jm_safe_dir() {
+  JM_SAFE='' _sw=$2
+  if ! cd -P "$1" 2>/dev/null; then
+    jm_log err "job $JM_JOB: cannot enter $_sw $1; nothing written there"
+    return 1
+  fi
+  _sp=$PWD
+  cd / 2>/dev/null
+  set --
+  _sq=$_sp
+  while :; do
+    set -- "$_sq" "$@"
+    [ "$_sq" != / ] || break
+    _sq=${_sq%/*}
+    [ -n "$_sq" ] || _sq=/
+  done
+  _sn=$# _si=0 _sifs=$IFS
+  _sout=$(ls -ldn -- "$@" 2>/dev/null) || _sout=
+  IFS=$NL
+  for _sl in $_sout; do
+    IFS=$_sifs
+    _si=$((_si + 1))
+    # mode, links, uid, gid, size, 3 date fields, name: the name is what is left after 8 fields
+    _sm=${_sl%% *} _sr=${_sl#* } _su=
+    for _sf in 1 2 3 4 5 6 7; do
+      _sr=${_sr#"${_sr%%[! ]*}"}
+      [ "$_sf" != 2 ] || _su=${_sr%% *}
+      _sr=${_sr#* }
+    done
+    _sr=${_sr#"${_sr%%[! ]*}"}
+    _why=
+    case $_sm in d*) ;; *) _why='is not a directory' ;; esac
+    [ -n "$_why" ] || [ "$_su" = 0 ] || _why="belongs to uid $_su, not root"
+    if [ -z "$_why" ]; then
+      # ls lists the shortest name first: the last line is DIR itself, never to be shared
+      case $_si:$_sm in
+        "$_sn":?????w* | "$_sn":????????w*) _why='is writable by its group or by others' ;;
+        *:?????????[tT]*) ;;
+        *:?????w* | *:????????w*) _why='is writable by its group or by others (and not sticky)' ;;
+        *:??????????+*) _why='has an ACL (others may write to it)' ;;
+      esac
+    fi
+    if [ -n "$_why" ]; then
+      if [ "$_si" = "$_sn" ]; then
+        jm_log err "job $JM_JOB: $_sw $_sp $_why; nothing written there"
+      else
+        jm_log err "job $JM_JOB: $_sw $_sp not used: $_sr above it $_why; nothing written there"
+      fi
+      return 1
+    fi
+    IFS=$NL
+  done
+  IFS=$_sifs
+  if [ "$_si" -ne "$_sn" ]; then
+    jm_log err "job $JM_JOB: cannot list $_sw $_sp and the directories above it; nothing written there"
+    return 1
+  fi
+  JM_SAFE=$_sp
   return 0
 }
 
@@ -327,6 +441,10 @@ _jm_ascii() {
 # jm_map_add: add JM_JOB to the job map file of each GPU in JM_GPUS (under the lock).
 jm_map_add() {
   _stage=$JM_DIR/.stage
+  if [ -h "$_stage" ] || { [ -e "$_stage" ] && [ ! -d "$_stage" ]; }; then
+    jm_log err "job $JM_JOB: $_stage is a symbolic link or not a directory, not followed; job map not changed"
+    return 1
+  fi
   if [ ! -d "$_stage" ] && ! mkdir -m 0755 -- "$_stage" 2>/dev/null; then
     jm_log err "job $JM_JOB: cannot write $JM_DIR (read-only or full?); job map not changed"
     return 1
@@ -334,7 +452,10 @@ jm_map_add() {
   set --
   for _g in $JM_GPUS; do
     _c='' _have=''
-    if [ -f "$JM_DIR/$_g" ]; then
+    if [ -h "$JM_DIR/$_g" ]; then
+      # never read through a link (its target's lines would land in the map): replaced below
+      jm_log warning "job $JM_JOB: $JM_DIR/$_g was a symbolic link, not followed; replaced"
+    elif [ -f "$JM_DIR/$_g" ]; then
       while IFS= read -r _l || [ -n "$_l" ]; do
         case $_l in
           '') continue ;;
@@ -344,6 +465,8 @@ jm_map_add() {
       done <"$JM_DIR/$_g" 2>/dev/null
     fi
     [ -z "$_have" ] || continue
+    # left by a killed run (or planted): removed, never followed; noclobber creates the file anew
+    if [ -e "$_stage/$_g" ] || [ -h "$_stage/$_g" ]; then rm -f -- "$_stage/$_g" 2>/dev/null; fi
     if ! printf '%s%s\n' "$_c" "$JM_JOB" 2>/dev/null >"$_stage/$_g"; then
       [ $# -eq 0 ] || rm -f -- "$@" 2>/dev/null
       rm -f -- "$_stage/$_g" 2>/dev/null
@@ -364,6 +487,9 @@ jm_map_add() {
 # jm_textfile_write: this job's slurm_job_info textfile, written whole then renamed.
 jm_textfile_write() {
   jm_dir "$JM_TEXTFILE_DIR" || return 1
+  jm_safe_dir "$JM_TEXTFILE_DIR" 'the textfile dir' || return 1
+  JM_TEXTFILE_DIR=$JM_SAFE
+  jm_textfile_path
   jm_label "${SLURM_JOB_USER:-}"
   _u=$_jm_lv
   jm_label "${SLURM_JOB_ACCOUNT:-}"
@@ -375,7 +501,10 @@ jm_textfile_write() {
     { read -r _node </proc/sys/kernel/hostname; } 2>/dev/null || _node=
   fi
   jm_label "$_node"
+  # a new file under a name of this process (noclobber): one left by a killed run, or planted,
+  # is removed, never followed
   _tmp=$JM_TEXTFILE_DIR/.slurm_job_$JM_JOB.prom.tmp.$$
+  if [ -e "$_tmp" ] || [ -h "$_tmp" ]; then rm -f -- "$_tmp" 2>/dev/null; fi
   if printf '%s\n%s\n%s{hpc_job="%s",user="%s",account="%s",partition="%s",node="%s"} 1\n' \
     '# HELP slurm_job_info Slurm job on this node (vigil prolog); the value is always 1.' \
     '# TYPE slurm_job_info gauge' slurm_job_info "$JM_JOB" "$_u" "$_a" "$_p" "$_jm_lv" \
@@ -400,8 +529,9 @@ if ! jm_gpus; then
   jm_log warning "job $JM_JOB: $JM_GPUS_FROM is not a list of GPU indices; no GPU mapped"
 elif [ -z "$JM_GPUS" ]; then
   jm_log info "job $JM_JOB: no GPUs (SLURM_JOB_GPUS and CUDA_VISIBLE_DEVICES empty); no GPU mapped"
-elif jm_dir "$JM_DIR" && jm_lock; then
-  jm_map_add
+elif jm_dir "$JM_DIR" && jm_safe_dir "$JM_DIR" 'the job map dir'; then
+  JM_DIR=$JM_SAFE
+  jm_lock && jm_map_add
 fi
 
 # 3 the job's info for node_exporter
