@@ -141,3 +141,36 @@ def test_deploy_is_audited(stack: DeployedStack) -> None:
     deploys = [json.loads(line) for line in log if '"action":"deploy"' in line]
     assert len(deploys) >= 1 and deploys[0]["outcome"] == "ok"
     assert deploys[0]["details"]["bundle_version"] == 1
+
+
+def test_deleting_series_needs_the_key_the_controller_keeps(lab: Any, stack: DeployedStack) -> None:
+    """Issue 11: anyone on the cluster network could delete series. Now the delete API wants the key
+    generated on the controller (0600), which reaches VictoriaMetrics through a root-only environment
+    file, never its command line."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    key_file = stack.home / "secrets" / "victoriametrics-delete-auth-key-mon01"
+    assert oct(key_file.stat().st_mode & 0o777) == "0o600"
+    key = key_file.read_text().strip()
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def delete(auth: str | None) -> int:
+        form = {"match[]": '{__name__="vigil_test_never_written"}', **({"authKey": auth} if auth else {})}
+        req = urllib.request.Request(  # noqa: S310 - VM is the lab's http://198.18.0.10:8428
+            f"{VM}/api/v1/admin/tsdb/delete_series", data=urllib.parse.urlencode(form).encode()
+        )
+        try:
+            with opener.open(req, timeout=20) as resp:
+                return int(resp.status)
+        except urllib.error.HTTPError as exc:
+            return int(exc.code)
+
+    assert delete(None) >= 400
+    assert delete("not-the-key") >= 400
+    assert delete(key) == 204
+    env_file = lab.ssh("mon01", "stat -c '%U %a' /etc/vigil/victoriametrics/secrets.env").stdout.strip()
+    assert env_file == "root 600"
+    cmdline = lab.ssh("mon01", "systemctl show -p ExecStart vigil-victoriametrics").stdout
+    assert key not in cmdline and "-envflag.enable" in cmdline
