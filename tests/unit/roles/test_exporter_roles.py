@@ -279,7 +279,7 @@ def test_simulated_unit_runs_the_simulator_from_the_wheel(tmp_path: Path) -> Non
     assert "Environment=PYTHONPATH=/opt/vigil/exporters/current" in lines
     for flag in (
         "vigil.exporters.gpusim",
-        "--address=0.0.0.0:9400",
+        "--address=gpu01:9400",  # the management address (here the inventory name), not every interface
         "--hpc-job-mapping-dir=/run/vigil/jobmap",
         "--faults-file=/var/lib/vigil/gpusim/faults.json",
         '--model="NVIDIA H100 80GB HBM3"',
@@ -299,7 +299,7 @@ def test_production_unit_runs_dcgm_exporter_against_the_hostengine(tmp_path: Pat
     lines = unit.splitlines()
     assert "ExecStart=/usr/bin/dcgm-exporter \\" in lines and "User=vigil-dcgm-exporter" in lines
     for flag in (
-        "--address=0.0.0.0:9400",
+        "--address=gpu01:9400",
         "--collectors=/etc/vigil/dcgm_exporter/vigil-counters.csv",
         "--hpc-job-mapping-dir=/run/vigil/jobmap",
         "--remote-hostengine-info=localhost:5555",
@@ -324,7 +324,7 @@ def test_slurm_exporter_unit(tmp_path: Path) -> None:
     lines = unit.splitlines()
     assert "User=vigil-slurm-exporter" in lines and "SyslogIdentifier=vigil-slurm-exporter" in lines
     assert "Environment=PATH=/usr/local/bin:/usr/bin:/bin" in lines
-    assert "    --listen-address=0.0.0.0:9341 \\" in lines and "    --command-timeout=10" in lines
+    assert "    --listen-address=gpu01:9341 \\" in lines and "    --command-timeout=10" in lines
     for line in HARDENING:
         assert line in lines, line
     out = verify(tmp_path, unit, "vigil-slurm-exporter")
