@@ -6,8 +6,9 @@ import argparse
 import contextlib
 import queue
 import sys
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from vigil.installer import ops
 from vigil.installer.cli._common import json_option, trust_option
@@ -81,6 +82,48 @@ def _live(run: PlaybookRun, events: queue.Queue[dict[str, Any]]) -> None:
         drain()
 
 
+#: with output to a file or a pipe, a line at least this often (seconds), so a log shows the run is alive
+HEARTBEAT = 10.0
+
+
+def _lines(run: PlaybookRun, events: queue.Queue[dict[str, Any]], out: TextIO) -> None:
+    """Output to a file or a pipe (a CI log, `tee`): one line per play, one per role and host as it
+    starts there, and a heartbeat naming the current task when nothing else was said for a while."""
+    seen: set[tuple[str, str]] = set()
+    task, started = "", 0
+    t0 = last = time.monotonic()
+
+    def say(text: str) -> None:
+        nonlocal last
+        print(text, file=out, flush=True)
+        last = time.monotonic()
+
+    def drain() -> None:
+        nonlocal task, started
+        while True:
+            try:
+                event = events.get_nowait()
+            except queue.Empty:
+                return
+            kind, data = event.get("event", ""), event.get("event_data") or {}
+            if kind == "playbook_on_play_start":
+                say(f"play: {data.get('play', '')}")
+            elif kind == "playbook_on_task_start":
+                task, started = data.get("task", ""), started + 1
+            elif kind.startswith("runner_on_") and data.get("host") and data.get("role"):
+                key = (data["host"], data["role"])
+                if key not in seen:
+                    seen.add(key)
+                    say(f"  {key[0]}: {key[1]}")
+
+    while not run.done():
+        drain()
+        if time.monotonic() - last >= HEARTBEAT:
+            say(f"  ... {time.monotonic() - t0:.0f} s, task {started}: {task}")
+        _tick(run)
+    drain()
+
+
 def _tick(run: PlaybookRun) -> None:
     """Wait up to one refresh for the run to end."""
     with contextlib.suppress(TimeoutError):
@@ -104,12 +147,13 @@ def _deploy(args: argparse.Namespace, inv: ops.Invocation) -> int:
             f"{' (check mode)' if plan.check else ''}",
             flush=True,
         )
-    live = sys.stderr.isatty() and not args.json
-    events: queue.Queue[dict[str, Any]] | None = queue.Queue() if live else None
+    events: queue.Queue[dict[str, Any]] | None = None if args.json else queue.Queue()
     run = ops.start_deploy(inv, plan, events)
     try:
-        if events is not None:
+        if events is not None and sys.stderr.isatty():
             _live(run, events)
+        elif events is not None:
+            _lines(run, events, sys.stdout)
         result = ops.finish_deploy(inv, run)
     except KeyboardInterrupt:
         run.cancel()  # ansible-runner stops the play; the record says interrupted

@@ -345,3 +345,26 @@ def deploy_json(bundled: dict[str, Path], capsys: pytest.CaptureFixture[str]) ->
     rc = main(["deploy", "-i", str(bundled["inv"]), "--json"])
     out = capsys.readouterr()
     return rc, (json.loads(out.out) if out.out.strip() else {"stderr": out.err})
+
+
+def test_output_to_a_pipe_says_what_runs(
+    site: dict[str, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 12: with stdout a file or a pipe, deploy printed nothing until the recap. Now one line per
+    play, one per role and host as it starts, and a heartbeat when nothing else was said for a while."""
+    import vigil.installer.cli.deploy as deploy_cli
+
+    role = site["ansible"] / "roles" / "demo" / "tasks" / "main.yml"
+    role.write_text(
+        "- name: Wait a little\n  ansible.builtin.command: sleep 3\n  changed_when: false\n" + ROLE
+    )
+    monkeypatch.setattr(deploy_cli, "HEARTBEAT", 1.0)
+    capsys.readouterr()
+    rc = main(["deploy", "-i", str(site["inv"]), "--ansible-dir", str(site["ansible"])])
+    out = capsys.readouterr().out.splitlines()
+    assert rc == 0, out
+    assert out[0].startswith("deploy: bundle 3 to 2 hosts, run ")
+    assert "play: Demo" in out
+    assert {"  mon01: demo", "  gpu01: demo"} <= set(out)
+    assert any(line.startswith("  ... ") and line.endswith("task 1: Wait a little") for line in out), out
+    assert out.index("play: Demo") < out.index("recap:")
