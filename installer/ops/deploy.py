@@ -10,7 +10,7 @@ from vigil.installer.deploy import DeployError, DeployPlan, PlaybookRun, RunResu
 from vigil.installer.deploy import plan_deploy as _plan
 from vigil.installer.deploy import start_deploy as _start
 from vigil.installer.ops._invocation import Invocation
-from vigil.installer.ops.keys import load_trust
+from vigil.installer.ops.keys import trust_for_bundle
 
 
 def plan_deploy(
@@ -27,7 +27,7 @@ def plan_deploy(
     """``deploy``, steps 1-3: the inventory checked, the bundle re-verified in the store, every host
     of the plan's ``limit`` reached. Nothing is changed."""
     inv.object = str(inventory)
-    _, root = load_trust(inv.home, trust)
+    root = trust_for_bundle(inv.home, trust, inv.details).root  # as import: no older root
     plan = _plan(
         home=inv.home,
         inventory=inventory,

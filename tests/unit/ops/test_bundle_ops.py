@@ -9,6 +9,7 @@ import pytest
 from tests.factories import craft_bundle, make_key, make_trust
 from vigil.bundle.errors import SignatureError, TrustError
 from vigil.installer import ops
+from vigil.installer.deploy import DeployError
 
 
 @pytest.fixture
@@ -55,3 +56,27 @@ def test_install_then_import_uses_the_installed_root(signed: dict[str, Path], tm
         ops.import_bundle(ops.Invocation(home=signed["home"]), foreign.path)
     assert sorted(p.name for p in (signed["home"] / "bundles").iterdir()) == before
     assert "5" not in before
+
+
+def test_deploy_refuses_an_older_trust_root_as_import_does(tmp_path: Path) -> None:
+    """A deploy re-verifies the stored bundle: with --trust naming a root older than the installed
+    one (which may still trust a revoked key) it is refused before anything else is read."""
+    from vigil.bundle.trust import load_root, write_root
+
+    a, b = make_key(tmp_path, "a"), make_key(tmp_path, "b")
+    make_trust(tmp_path / "v1.json", [a])
+    make_trust(tmp_path / "v2.json", [a, b], version=2)
+    v2 = load_root(tmp_path / "v2.json")
+    v2.sign(a.key)
+    v2.sign(b.key)
+    write_root(v2, tmp_path / "v2.json")
+    home = tmp_path / "home"
+    ops.install_trust(ops.Invocation(home=home), tmp_path / "v1.json")
+    ops.install_trust(ops.Invocation(home=home), tmp_path / "v2.json")
+    inv = ops.Invocation(home=home)
+    with pytest.raises(TrustError, match="older than the installed trust root"):
+        ops.plan_deploy(inv, inventory=tmp_path / "no-inventory", trust=tmp_path / "v1.json")
+    assert inv.details["trust"] == str(tmp_path / "v1.json")
+    # the installed root is used when none is named (and then the missing inventory is what fails)
+    with pytest.raises(DeployError, match="no-inventory"):
+        ops.plan_deploy(ops.Invocation(home=home), inventory=tmp_path / "no-inventory")
