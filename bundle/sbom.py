@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from cyclonedx.model import ExternalReference, ExternalReferenceType, HashAlgorithm, HashType, XsUri
 from cyclonedx.model.bom import Bom, BomMetaData
@@ -22,6 +22,9 @@ from cyclonedx.model.component import Component, ComponentType
 from cyclonedx.model.license import DisjunctiveLicense, LicenseExpression
 from cyclonedx.output.json import JsonV1Dot6
 from packageurl import PackageURL
+
+if TYPE_CHECKING:  # the builder's staged files; the SBOM reads their names and provenance
+    from vigil.bundle.payload import PayloadFile
 
 SBOM_PATH = "sbom.cdx.json"
 _WHEEL = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
@@ -39,24 +42,7 @@ class SbomItem:
     arch: str = ""
 
 
-class SbomSource(Protocol):
-    """What the SBOM reads of a staged file (the build's staged files have these)."""
-
-    @property
-    def path(self) -> str: ...
-    @property
-    def component(self) -> str: ...
-    @property
-    def version(self) -> str: ...
-    @property
-    def license(self) -> str: ...
-    @property
-    def upstream_url(self) -> str: ...
-    @property
-    def upstream_sha256(self) -> str: ...
-
-
-def items_from_files(files: Iterable[SbomSource], kinds: dict[str, str], arch: str) -> list[SbomItem]:
+def items_from_files(files: Iterable[PayloadFile], kinds: dict[str, str], arch: str) -> list[SbomItem]:
     """One item per component, and one per wheel file (each wheel is its own package)."""
     items: dict[tuple[str, str], SbomItem] = {}
     for f in files:

@@ -312,3 +312,17 @@ def make_store_env(
     good = craft_bundle(out, [key], version=1, members=members)
     assert main(["bundle", "import", str(good.path), "--trust", str(trust)]) == 0
     return StoreEnv(tmp_path, home, trust, key, other, out)
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    """One file as the builder stages it (a ``PayloadFile``), for builds of hand-made trees."""
+
+    path: str
+    source: Path
+    mode: int = 0o644
+    component: str = "demo"
+    version: str = "1.0"
+    license: str = "Apache-2.0"
+    upstream_url: str = "https://example.invalid/demo-1.0.tar.gz"
+    upstream_sha256: str = "ab" * 32

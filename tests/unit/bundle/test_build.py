@@ -6,14 +6,13 @@ import os
 import shutil
 import subprocess
 import tarfile
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import zstandard
 
-from tests.factories import KeyPair, make_key
+from tests.factories import KeyPair, StagedFile, make_key
 from vigil.bundle.build import build_bundle
 from vigil.bundle.errors import BundleError
 from vigil.bundle.inspect import inspect_bundle
@@ -23,19 +22,7 @@ from vigil.bundle.verify import verify_bundle
 CREATED = datetime(2026, 11, 1, tzinfo=UTC)
 
 
-@dataclass(frozen=True)
-class Staged:
-    path: str
-    source: Path
-    mode: int = 0o644
-    component: str = "demo"
-    version: str = "1.0"
-    license: str = "Apache-2.0"
-    upstream_url: str = "https://example.invalid/demo-1.0.tar.gz"
-    upstream_sha256: str = "ab" * 32
-
-
-def staged_tree(root: Path) -> list[Staged]:
+def staged_tree(root: Path) -> list[StagedFile]:
     root.mkdir(parents=True, exist_ok=True)
     rnd = __import__("random").Random(7)
     (root / "big").write_bytes(bytes(rnd.getrandbits(8) for _ in range(300_000)) + b"x" * 2_000_000)
@@ -43,9 +30,9 @@ def staged_tree(root: Path) -> list[Staged]:
     os.chmod(root / "tool", 0o755)
     (root / "w.whl").write_bytes(b"PK" + bytes(1000))
     return [
-        Staged("components/demo/share/big", root / "big"),
-        Staged("components/demo/bin/tool", root / "tool", 0o755),
-        Staged(
+        StagedFile("components/demo/share/big", root / "big"),
+        StagedFile("components/demo/bin/tool", root / "tool", 0o755),
+        StagedFile(
             "wheels/pyyaml-6.0.2-cp311-cp311-manylinux_2_17_x86_64.whl",
             root / "w.whl",
             component="wheels",
@@ -193,7 +180,7 @@ def test_build_refuses_bad_inputs(tmp_path: Path) -> None:
     with pytest.raises(BundleError, match="bundle versions are integers from 1 up"):
         build(tmp_path, [k], "b", version=0)
     files = staged_tree(tmp_path / "src")
-    files.append(Staged("../escape", files[0].source))
+    files.append(StagedFile("../escape", files[0].source))
     (tmp_path / "c").mkdir()
     with pytest.raises(BundleError, match="cannot go into a payload: '..' in path"):
         build_bundle(

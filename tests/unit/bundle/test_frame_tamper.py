@@ -13,7 +13,6 @@ import hashlib
 import tarfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import zstandard
 
 from tests.factories import (
     Member,
+    StagedFile,
     craft_bundle,
     default_members,
     make_store_env,
@@ -272,18 +272,6 @@ def test_pax_bomb_is_what_the_frame_check_keeps_out() -> None:
 # the builder's side
 
 
-@dataclass(frozen=True)
-class _Staged:
-    path: str
-    source: Path
-    mode: int = 0o644
-    component: str = "demo"
-    version: str = "1.0"
-    license: str = "Apache-2.0"
-    upstream_url: str = "https://example.invalid/demo-1.0.tar.gz"
-    upstream_sha256: str = "ab" * 32
-
-
 def test_built_bundle_signs_every_frame(env: Env) -> None:
     """A real build of a payload over two frames: the frame table matches the bytes it wrote, and
     the bundle verifies."""
@@ -293,7 +281,7 @@ def test_built_bundle_signs_every_frame(env: Env) -> None:
     out = env.tmp / "built"
     out.mkdir()
     path = build_bundle(
-        [_Staged("components/demo/share/big", src / "big")],
+        [StagedFile("components/demo/share/big", src / "big")],
         version=5,
         arch="amd64",
         channel="test",
