@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     from vigil.installer.cli import keys as keys_cli
     from vigil.installer.cli import lab as lab_cli
     from vigil.installer.cli import trust as trust_cli
+    from vigil.installer.cli import tui as tui_cli
 
     parser = _Parser(
         prog="vigil",
@@ -60,13 +61,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="print tracebacks on failure")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for module in (keys_cli, trust_cli, bundle_cli, deploy_cli, lab_cli, audit_cli, demo_cli):
+    for module in (keys_cli, trust_cli, bundle_cli, deploy_cli, lab_cli, audit_cli, demo_cli, tui_cli):
         module.register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv and on_terminal():  # `vigil` alone, typed at a terminal: the console
+        argv = ["tui"]
     inv = Invocation(home=Path(os.environ.get("VIGIL_HOME", DEFAULT_HOME)), argv=argv, action="vigil.usage")
     verbose = False
     try:
@@ -94,6 +97,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("FAIL: vigil: interrupted", file=sys.stderr)
         return 130
+
+
+def on_terminal() -> bool:
+    """Both ends are a terminal (not a pipe, a file or a test's capture)."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
 
 
 def _fail(exc: VigilError, verbose: bool) -> None:

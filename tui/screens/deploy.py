@@ -1,0 +1,316 @@
+"""Deploy: the plan (what changes where), confirm, then the run live — hosts × counts, the current
+task per host, the log, elapsed time — fed by ansible-runner's events through a queue drained on a
+timer, as ansible-navigator does. Cancel stops the run safely; a failure lists the failed tasks.
+
+One deploy is one action, as ``vigil deploy`` is: plan, confirmation and run go under one
+Invocation, so the audit log gets the one ``deploy`` record the CLI leaves (a plan not confirmed is
+recorded as refused).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.timer import Timer
+from textual.widgets import Button, Checkbox, DataTable, Input, Label, RichLog, Static
+from textual.worker import get_current_worker
+
+from vigil.basics.errors import VigilError
+from vigil.installer import ops
+from vigil.installer.deploy import DeployPlan, PlaybookRun, RunResult
+from vigil.tui.screens._base import VigilScreen
+from vigil.tui.session import Outcome, perform
+from vigil.tui.widgets import ResultLine, to_ui
+from vigil.tui.widgets.deploy import COLUMNS, DeployBoard, HostRow
+
+#: how often the live view drains the run's event queue (seconds)
+REFRESH = 0.1
+#: the most events taken in one drain; the rest wait for the next tick, so the UI never stalls
+DRAIN_MAX = 5000
+
+STATE_STYLE = {
+    "waiting": "dim",
+    "ok": "green",
+    "changed": "yellow",
+    "failed": "bold red",
+    "unreachable": "bold magenta",
+}
+
+
+class NotConfirmed(VigilError):
+    """The operator looked at the plan and did not go on."""
+
+    outcome = "refused"
+
+
+def plan_lines(plan: DeployPlan) -> list[str]:
+    """What the plan will change where."""
+    inv = plan.inventory
+    hosts = inv.selected or inv.hosts
+    mode = " in check mode (nothing is changed)" if plan.check else ""
+    lines = [
+        f"plan {plan.run_id}: bundle {plan.bundle.version} onto {len(hosts)} of {len(inv.hosts)} hosts{mode}",
+        "  " + "  ".join(f"{g}: {', '.join(h)}" for g, h in sorted(inv.groups.items()) if h),
+    ]
+    extra = [f"limit {plan.limit}" if plan.limit else "", f"tags {plan.tags}" if plan.tags else ""]
+    lines.append(f"  ansible content {plan.ansible_dir}  {'  '.join(e for e in extra if e)}".rstrip())
+    return lines
+
+
+class DeployScreen(VigilScreen):
+    MODE = "deploy"
+    LABEL = "Deploy"
+    HELP = "Plan a deploy of the imported bundle, confirm it, and follow it live"
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+r", "plan", "Plan", id="deploy-plan", tooltip="Check inventory, bundle and hosts"),
+        Binding("ctrl+y", "confirm", "Deploy", id="deploy-confirm", tooltip="Run the plan shown"),
+        Binding("ctrl+n", "discard", "Discard", id="deploy-discard", tooltip="Drop the plan shown"),
+        Binding("ctrl+b", "cancel_run", "Cancel run", id="deploy-cancel", tooltip="Stop the running deploy"),
+    ]
+
+    DEFAULT_CSS = """
+    DeployScreen .row { height: 1; margin: 0 1; }
+    DeployScreen .row Label { width: 10; }
+    DeployScreen .row Input { width: 1fr; margin-right: 1; }
+    DeployScreen .row Button { margin-right: 2; }
+    DeployScreen #plan { height: auto; max-height: 3; margin: 0 1; color: $text-muted; }
+    DeployScreen #status { height: 1; margin: 0 1; text-style: bold; }
+    DeployScreen #grid { height: 1fr; min-height: 4; margin: 0 1; }
+    DeployScreen #log { height: 5; margin: 0 1; border-top: solid $panel; }
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.board = DeployBoard()
+        self.plan: DeployPlan | None = None
+        self.run: PlaybookRun | None = None
+        self.result: RunResult | None = None
+        self._events: queue.Queue[dict[str, Any]] | None = None
+        self._timer: Timer | None = None
+        self._t0 = 0.0
+        self._answer = threading.Event()
+        self._confirmed = False
+        self._cancel = threading.Event()
+        self._busy = False
+
+    def body(self) -> ComposeResult:
+        with Horizontal(classes="row"):
+            yield Label("Inventory")
+            yield Input(placeholder="inventory directory or hosts.yml", id="inventory", compact=True)
+        with Horizontal(classes="row"):
+            yield Label("Trust")
+            yield Input(placeholder="installed root", id="trust", compact=True)
+            yield Label("Limit", classes="short")
+            yield Input(placeholder="all hosts", id="limit", compact=True)
+            yield Checkbox("check", id="check", compact=True)
+        with Horizontal(classes="row"):
+            yield Button("Plan", id="plan-button", compact=True, variant="primary")
+            yield Button("Deploy", id="confirm", compact=True, variant="warning", disabled=True)
+            yield Button("Discard", id="discard", compact=True, disabled=True)
+            yield Button("Cancel run", id="cancel", compact=True, variant="error", disabled=True)
+        yield Static("", id="plan", markup=False)
+        yield ResultLine(id="result")
+        yield Label("", id="status")
+        yield DataTable(id="grid", cursor_type="row", zebra_stripes=True)
+        yield RichLog(id="log", max_lines=2000, wrap=False, markup=False)
+
+    def on_mount(self) -> None:
+        grid = self.query_one("#grid", DataTable)
+        grid.add_column("host", key="host")
+        for col in COLUMNS:
+            grid.add_column(col if col != "unreachable" else "unreach", key=col)
+        self.query_one("#inventory", Input).focus()
+
+    @property
+    def busy(self) -> bool:
+        """A deploy is being planned, waits for its confirmation, or runs."""
+        return self._busy
+
+    # -- the operator's keys ------------------------------------------------------------------
+    @on(Input.Submitted)
+    @on(Button.Pressed, "#plan-button")
+    def action_plan(self) -> None:
+        if self._busy:
+            self.notify("a deploy is already under way", severity="warning")
+            return
+        text = self.query_one("#inventory", Input).value.strip()
+        if not text:
+            self.query_one("#result", ResultLine).fail(["FAIL: deploy: no inventory given"])
+            return
+        trust = self.query_one("#trust", Input).value.strip()
+        limit = self.query_one("#limit", Input).value.strip() or None
+        check = self.query_one("#check", Checkbox).value
+        self._busy = True
+        self._answer.clear()
+        self._cancel.clear()
+        self._confirmed = False
+        self.plan = self.result = None
+        self.query_one("#plan", Static).update("")
+        self.query_one("#result", ResultLine).info(
+            "planning: inventory, bundle re-verified, every host reached …"
+        )
+        self._deploy(Path(text).expanduser(), Path(trust).expanduser() if trust else None, limit, check)
+
+    @on(Button.Pressed, "#confirm")
+    def action_confirm(self) -> None:
+        if self.plan is None or self._answer.is_set():
+            self.notify("nothing planned to deploy: plan first (ctrl+r)", severity="warning")
+            return
+        self._confirmed = True
+        self._answer.set()
+        self._buttons(planned=False, running=True)
+
+    @on(Button.Pressed, "#discard")
+    def action_discard(self) -> None:
+        if self.plan is None or self._answer.is_set():
+            return
+        self._confirmed = False
+        self._answer.set()
+        self._buttons(planned=False, running=False)
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel_run(self) -> None:
+        if self.run is None or self.result is not None:
+            self.notify("no deploy is running", severity="warning")
+            return
+        self._cancel.set()
+        self.query_one("#result", ResultLine).info("cancelling: Ansible ends the play …")
+
+    def stop(self) -> None:
+        """Cancel whatever is under way (the app is quitting): a plan is dropped, a run cancelled."""
+        self._cancel.set()
+        self._answer.set()
+
+    # -- the work, on a thread ----------------------------------------------------------------
+    def _ui(self, callback: Callable[..., object], *args: Any) -> None:
+        to_ui(self.app, callback, *args)
+
+    @work(thread=True, exclusive=True, group="deploy", exit_on_error=False)
+    def _deploy(self, inventory: Path, trust: Path | None, limit: str | None, check: bool) -> None:
+        worker = get_current_worker()
+        argv = ["deploy", "--inventory", str(inventory)]
+        argv += [*(["--trust", str(trust)] if trust else []), *(["--limit", limit] if limit else [])]
+        argv += ["--check"] if check else []
+        inv = self.session.invocation("deploy", argv)
+
+        def action(inv: ops.Invocation) -> RunResult:
+            plan = ops.plan_deploy(inv, inventory=inventory, trust=trust, limit=limit, check=check)
+            self._ui(self._planned, plan)
+            while not self._answer.wait(0.1):
+                if worker.is_cancelled:
+                    break
+            if not self._confirmed or self._cancel.is_set():
+                raise NotConfirmed(
+                    f"deploy {plan.run_id}", "not confirmed by the operator; nothing was changed"
+                )
+            events: queue.Queue[dict[str, Any]] = queue.Queue()
+            run = ops.start_deploy(inv, plan, events)
+            self._ui(self._started, plan, run, events)
+            while not run.done():
+                if self._cancel.is_set() or worker.is_cancelled:
+                    run.cancel()
+                with contextlib.suppress(TimeoutError):
+                    run.wait(0.25)
+            result = ops.finish_deploy(inv, run)
+            self._ui(self._finished, result)
+            failure = ops.deploy_failure(result)
+            if failure is not None:
+                raise failure
+            return result
+
+        self._ui(self._done, perform(inv, action))
+
+    # -- back on the UI thread ----------------------------------------------------------------
+    def _buttons(self, *, planned: bool, running: bool) -> None:
+        self.query_one("#confirm", Button).disabled = not planned
+        self.query_one("#discard", Button).disabled = not planned
+        self.query_one("#cancel", Button).disabled = not running
+        self.query_one("#plan-button", Button).disabled = planned or running
+
+    def _planned(self, plan: DeployPlan) -> None:
+        self.plan = plan
+        self.query_one("#plan", Static).update("\n".join(plan_lines(plan)))
+        self.query_one("#result", ResultLine).info("planned: ctrl+y deploys, ctrl+n discards")
+        self._buttons(planned=True, running=False)
+        self._reset_grid(plan.inventory.selected or plan.inventory.hosts)
+
+    def _started(self, plan: DeployPlan, run: PlaybookRun, events: queue.Queue[dict[str, Any]]) -> None:
+        self.run = run
+        self.query_one("#result", ResultLine).info(f"running {run.run_id} …  ctrl+b cancels")
+        self.follow(events, plan.inventory.selected or plan.inventory.hosts)
+
+    def _finished(self, result: RunResult) -> None:
+        self.result = result
+        self._drain()
+        self.unfollow()
+
+    def _done(self, outcome: Outcome[RunResult]) -> None:
+        self._busy = False
+        self._buttons(planned=False, running=False)
+        result = self.query_one("#result", ResultLine)
+        if outcome.value is not None:
+            r = outcome.value
+            changed = sum(s.changed for s in r.progress.hosts.values())
+            result.ok(f"OK: deploy {r.run_id}: {len(r.progress.hosts)} hosts, {changed} changed")
+            return
+        lines = list(outcome.failures)
+        if self.result is not None:
+            lines += [f"  {f.host}: {f.task}: {f.message}" for f in self.result.progress.failures]
+        result.fail(lines)
+
+    # -- the live view: a queue of events drained on a timer ------------------------------------
+    def _reset_grid(self, hosts: list[str]) -> None:
+        self.board = DeployBoard(hosts)
+        self.query_one("#grid", DataTable).clear()
+        self.query_one("#log", RichLog).clear()
+        self._render_rows(self.board.take_dirty())
+
+    def follow(self, events: queue.Queue[dict[str, Any]], hosts: list[str]) -> None:
+        """Show the run whose events arrive on EVENTS, from a fresh board of HOSTS."""
+        self.unfollow()
+        self._reset_grid(hosts)
+        self._events = events
+        self._t0 = time.monotonic()
+        self._timer = self.set_interval(REFRESH, self._drain)
+
+    def unfollow(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+
+    def _drain(self) -> None:
+        if self._events is None:
+            return
+        for _ in range(DRAIN_MAX):
+            try:
+                self.board.apply(self._events.get_nowait())
+            except queue.Empty:
+                break
+        self._render_rows(self.board.take_dirty())
+        lines = self.board.take_log()
+        if lines:
+            self.query_one("#log", RichLog).write("\n".join(lines))
+        self.query_one("#status", Label).update(self.board.status_line(time.monotonic() - self._t0))
+
+    def _render_rows(self, rows: list[HostRow]) -> None:
+        grid = self.query_one("#grid", DataTable)
+        for row in rows:
+            name = Text(row.host, style=STATE_STYLE[row.state])
+            if row.host in grid.rows:
+                grid.update_cell(row.host, "host", name)
+                for col, value in zip(COLUMNS, row.cells(), strict=True):
+                    grid.update_cell(row.host, col, value, update_width=col == "task")
+            else:
+                grid.add_row(name, *row.cells(), key=row.host)

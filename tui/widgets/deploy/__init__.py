@@ -1,0 +1,7 @@
+"""The deploy screen's live view: the board (events in, grid state out) and its widgets."""
+
+from __future__ import annotations
+
+from vigil.tui.widgets.deploy.board import COLUMNS, DeployBoard, HostRow
+
+__all__ = ["COLUMNS", "DeployBoard", "HostRow"]
