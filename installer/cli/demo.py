@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import html.parser
 import io
+import re
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -60,22 +61,31 @@ def _run(home: Path, *args: str, capture: bool = False) -> str:
 
 
 def _demo(args: argparse.Namespace, inv: Invocation) -> int:
+    from vigil.installer.ops import installed_trust_path
+
     work: Path = args.workdir.resolve()
     home = work / "home"
     work.mkdir(parents=True, exist_ok=True)
     inv.home = home  # the demo's own record goes to the demo's log
     inv.object = str(work)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     keys = work / "keys"
     keys.mkdir(exist_ok=True)
-    key = keys / f"demo-{stamp}"
-    trust = work / f"trust-{stamp}.json"
+    key = keys / "demo"
+    trust = work / "trust.json"
     version = BundleStore(home).highest() + 1
     out = work / "out"
 
-    _step("1. a fresh demo signing key and a trust root that accepts it (1 of 1)")
-    _run(home, "keys", "generate", "--out", str(key))
-    _run(home, "trust", "init", "--key", f"{key}.pub", "--threshold", "1", "--out", str(trust))
+    if installed_trust_path(home).is_file() and key.with_suffix(".key").is_file():
+        _step("1. the demo signing key and trust root, installed by the first demo run")
+        _run(home, "trust", "show")
+    else:
+        _step("1. a demo signing key, a trust root that accepts it (1 of 1), checked and installed")
+        _run(home, "keys", "generate", "--out", str(key))
+        _run(home, "trust", "init", "--key", f"{key}.pub", "--threshold", "1", "--out", str(trust))
+        # as an operator would: compare the key id with the one the release team announced, then install
+        _run(home, "keys", "show", f"{key}.pub")
+        _run(home, "trust", "show", str(trust))
+        _run(home, "trust", "install", str(trust))
 
     _step(
         f"2. build bundle version {version} from the '{args.channel}' channel (fetch, verify upstream, sign)"
@@ -96,20 +106,20 @@ def _demo(args: argparse.Namespace, inv: Invocation) -> int:
     bundle = out / f"vigil-{version}-amd64.bundle"
 
     _step("3. verify it as the air-gapped admin host would: signatures, threshold, every byte")
-    _run(home, "bundle", "verify", str(bundle), "--trust", str(trust))
+    _run(home, "bundle", "verify", str(bundle))
 
     _step("4. inspect it: components, versions, licences, signers, SBOM")
     _run(home, "bundle", "inspect", str(bundle))
 
     _step("5. import it into the store (staged, then renamed; rollback-protected)")
-    _run(home, "bundle", "import", str(bundle), "--trust", str(trust))
+    _run(home, "bundle", "import", str(bundle))
 
+    alert: dict[str, Any] | None = None
     if not args.no_lab:
-        inventory = work / "inventory"
         _step("6. the lab: four Debian 12 hosts under systemd-nspawn on 198.18.0.0/24, no route out")
-        _run(home, "lab", "up", "--inventory", str(inventory))
+        _run(home, "lab", "up", "--inventory", str(INVENTORY))
         _step("7. deploy the stack from the imported bundle (its own signed roles) with Ansible")
-        _run(home, "deploy", "--inventory", str(inventory), "--trust", str(trust))
+        _run(home, "deploy", "--inventory", str(INVENTORY))
         _step("8. every scrape target up, as VictoriaMetrics on mon01 sees it")
         up = _wait_all_up()
         for (job, instance), value in sorted(up.items()):
@@ -123,19 +133,155 @@ def _demo(args: argparse.Namespace, inv: Invocation) -> int:
 
     inv.details.update(version=version, bundle=str(bundle), lab=not args.no_lab)
     print(f"\nOK: demo: bundle {bundle} built, verified and imported; state in {home}")
-    if not args.no_lab:
-        print(f"  the alert:           {_describe(alert)}")
-        print(f"  Alertmanager UI:     {AM_URL}/#/alerts")
-        print(f"  VictoriaMetrics UI:  {VM_URL}/vmui/")
-        print(f"  every target up:     curl -s '{VM_URL}/api/v1/query?query=min(up)'   (1 = all up)")
-        print(f"  per target:          {VM_URL}/vmui/?#/?g0.expr=up")
-        print("  stop the lab with:   vigil lab down")
+    if alert is not None:
+        print(f"  the alert: {_describe(alert)}")
+        _print_addresses()
+    _print_next(home, bundle, lab=not args.no_lab)
     return 0
+
+
+#: where `vigil lab up` writes the lab's inventory by default, and so where the demo puts it
+INVENTORY = Path("inventories/lab")
+
+
+def next_commands(home: Path, bundle: Path, *, lab: bool) -> list[str]:
+    """The operator commands that work on the demo's state once it has run (printed, and tested)."""
+    cmds = [
+        "trust show",
+        f"bundle verify {bundle}",
+        f"bundle inspect {bundle}",
+        "audit verify",
+    ]
+    if lab:
+        cmds += [
+            "lab status",
+            f"deploy --inventory {INVENTORY} --check",
+            "lab job --account physics --gpus 2 --seconds 120",
+            "lab down",
+        ]
+    return cmds
+
+
+def _vigil_path() -> str:
+    """How to call this vigil: the executable beside this Python (a venv's bin/) when it is there."""
+    import os
+    import shutil
+    import sys
+
+    beside = Path(sys.executable).parent / "vigil"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        found = shutil.which("vigil")
+        if found and Path(found).resolve() == beside.resolve():
+            return "vigil"
+        with contextlib.suppress(ValueError):
+            return str(beside.relative_to(Path.cwd()))
+        return str(beside)
+    return "vigil"
+
+
+def _print_next(home: Path, bundle: Path, *, lab: bool) -> None:
+    import shlex
+
+    vigil = _vigil_path()
+    print("\nNext, on this demo's state (its trust root is installed there):")
+    print(f"  export VIGIL_HOME={shlex.quote(str(home))}")
+    for cmd in next_commands(home, bundle, lab=lab):
+        print(f"  {vigil} {cmd}")
 
 
 _MON = host_by_name("mon01").ip
 VM_URL = f"http://{_MON}:8428"
 AM_URL = f"http://{_MON}:9093"
+VMALERT_URL = f"http://{_MON}:8880"
+GRAFANA_URL = f"http://{_MON}:3000"
+
+#: the web UIs a channel may bring; each is printed only once it has answered, assets included
+WEB_UIS = (
+    ("Grafana", f"{GRAFANA_URL}/login"),
+    ("VictoriaMetrics UI", f"{VM_URL}/vmui/"),
+    ("vmalert", f"{VMALERT_URL}/vmalert/groups"),
+    ("Alertmanager UI", f"{AM_URL}/"),
+)
+#: the APIs every channel has: (what, URL, how to ask from a shell)
+APIS = (
+    ("every target up", f"{VM_URL}/api/v1/query?query=min(up)", "(1 = all up)"),
+    ("scrape targets", f"{VM_URL}/targets", ""),
+    ("alert rules", f"{VMALERT_URL}/api/v1/rules", ""),
+    ("alerts now", f"{AM_URL}/api/v2/alerts", ""),
+)
+
+
+class _Assets(html.parser.HTMLParser):
+    """The stylesheets and scripts a page loads (what makes a UI look broken when they are missing)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "link" and "stylesheet" in (a.get("rel") or "").split() and a.get("href"):
+            self.urls.append(str(a["href"]))
+        elif tag == "script" and a.get("src"):
+            self.urls.append(str(a["src"]))
+
+
+def check_address(url: str, *, timeout: float = 5) -> str | None:
+    """None when URL answers 200 and so does every stylesheet and script its page loads from the same
+    server; else the reason, e.g. ``404 Not Found`` or ``404 Not Found for /static/app.css``."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def get(u: str) -> tuple[str, bytes]:
+        with opener.open(u, timeout=timeout) as resp:
+            return resp.headers.get_content_type(), resp.read(4 << 20)
+
+    try:
+        kind, body = get(url)
+    except urllib.error.HTTPError as exc:
+        return f"{exc.code} {exc.reason}"
+    except (OSError, ValueError) as exc:
+        return f"no answer ({getattr(exc, 'reason', exc)})"
+    if kind != "text/html":
+        return None
+    assets = _Assets()
+    assets.feed(body.decode("utf-8", "replace"))
+    base = urllib.parse.urlsplit(url)
+    for ref in assets.urls:
+        full = urllib.parse.urljoin(url, ref)
+        if urllib.parse.urlsplit(full).netloc != base.netloc:
+            continue  # another server's: not this UI's to answer for (and not reachable in the air gap)
+        try:
+            get(full)
+        except urllib.error.HTTPError as exc:
+            return f"{exc.code} {exc.reason} for {urllib.parse.urlsplit(full).path}"
+        except (OSError, ValueError) as exc:
+            return f"no answer for {urllib.parse.urlsplit(full).path} ({getattr(exc, 'reason', exc)})"
+    return None
+
+
+def _print_addresses() -> None:
+    """The web UIs that answer, the ones that do not (and why), and the API queries, all checked."""
+    broken: list[str] = []
+    for name, url in WEB_UIS:
+        why = check_address(url)
+        if why is None:
+            print(f"  {name + ':':20} {url}")
+        elif not why.startswith("no answer") or name != "Grafana":
+            broken.append(f"{name}: {why}")
+    if broken:
+        print("  web UIs this channel's builds do not serve (see 'Web UIs' in the README):")
+        for b in broken:
+            print(f"    {b}")
+    print("  what answers from a shell:")
+    for what, url, note in APIS:
+        if check_address(url) is None:
+            print(f"    {what + ':':17} curl -s '{url}'{'   ' + note if note else ''}")
+
+
 #: the demo's fault: thermal runaway on GPU 0 of gpu01, under a job of alice's in account physics
 FAULT_HOST, FAULT_GPU, FAULT_ALERT = "gpu01", "0", "GpuTemperatureCritical"
 
@@ -202,7 +348,11 @@ def _fault_to_alert(home: Path) -> dict[str, Any]:
         "--node",
         FAULT_HOST,
         capture=True,
-    ).split()[-1]
+    )
+    placed = re.search(r"^OK: job ([0-9]+):", job, re.MULTILINE)
+    if placed is None:
+        raise VigilError("demo", f"`vigil lab job` printed no job id: {job.strip()!r}")
+    job = placed.group(1)
     injected = False
     try:
         sel = f'DCGM_FI_DEV_GPU_TEMP{{instance="{FAULT_HOST}",gpu="{FAULT_GPU}",hpc_job="{job}"}}'

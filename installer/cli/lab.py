@@ -9,7 +9,9 @@ from pathlib import Path
 from vigil.installer import ops
 from vigil.installer.cli._common import json_option
 from vigil.installer.cli._output import emit_json, ok, showing_progress
-from vigil.installer.lab.hosts import ADMIN_IP, BRIDGE, GPUS_PER_NODE, HOSTS, SUBNET
+from vigil.installer.lab.hosts import ADMIN_IP, BRIDGE, GPUS_PER_NODE, HOSTS, SUBNET, host_by_name
+
+VM_URL = f"http://{host_by_name('mon01').ip}:8428"
 
 _ROLES = {"monitoring": "monitoring", "slurm_controller": "slurmctld, munge", "gpu_nodes": "slurmd"}
 
@@ -88,7 +90,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Submit a batch job (`sbatch` on ctl01, as the lab user USER) under Slurm account "
         "ACCOUNT that holds N GPUs for S seconds (`sleep S`), optionally pinned to one GPU node. Its "
         "prolog writes the job map, so the GPU simulator tags the GPUs' series with hpc_job=<job id> "
-        "and draws busy power on them while it runs. Prints the job id (with --json: the job as data). "
+        "and draws busy power on them while it runs. Waits up to 15 s for Slurm to place it, then prints "
+        "the job id, its node and GPU indices, and the query that shows its GPUs' samples (with --json: "
+        "the job as data). "
         "Cancel it early with `scancel <id>` on ctl01.",
     )
     j.add_argument("--account", required=True, help="Slurm account, e.g. physics or chemistry")
@@ -212,8 +216,16 @@ def _job(args: argparse.Namespace, inv: ops.Invocation) -> int:
     )
     if args.json:
         emit_json(job.to_json())
+        return 0
+    if job.ran_on:
+        gpus = ",".join(str(i) for i in job.gpu_indices) or "?"
+        plural = "s" if len(job.gpu_indices) != 1 else ""
+        where = f"{job.state.lower() or 'placed'} on {job.ran_on}, GPU{plural} {gpus}"
     else:
-        print(job.job_id)
+        where = f"{job.state.lower() or 'submitted'}, not placed yet ({job.gpus} GPUs asked)"
+    ok(f"job {job.job_id}", f"{where}; account {job.account}, user {job.user}, {job.seconds} s")
+    sel = f'DCGM_FI_DEV_POWER_USAGE{{hpc_job="{job.job_id}"}}'
+    print(f"  its GPUs' samples: curl -s {VM_URL}/api/v1/query --data-urlencode 'query={sel}'")
     return 0
 
 

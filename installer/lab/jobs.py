@@ -24,6 +24,10 @@ class Job:
     gpus: int
     seconds: int
     node: str | None
+    #: where Slurm put it, once known: its state (RUNNING, PENDING, ...), node and GPU indices
+    state: str = ""
+    ran_on: str = ""
+    gpu_indices: tuple[int, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -33,6 +37,9 @@ class Job:
             "gpus": self.gpus,
             "seconds": self.seconds,
             "node": self.node,
+            "state": self.state,
+            "ran_on": self.ran_on,
+            "gpu_indices": list(self.gpu_indices),
         }
 
 
@@ -95,7 +102,40 @@ def submit(
     job_id = cp.stdout.strip().split(";")[0]
     if not job_id.isdigit():
         raise LabError("sbatch", f"unexpected answer {cp.stdout.strip()!r}")
-    return Job(job_id, account, user, gpus, seconds, node)
+    job = Job(job_id, account, user, gpus, seconds, node)
+    return placed(paths, job)
+
+
+#: `scontrol show job -d` names each allocated node's GRES indices: ` Nodes=gpu01 ... GRES=gpu:2(IDX:0-1)`
+_PLACED = re.compile(r"^\s*Nodes=(\S+)\s.*\bGRES=\S*?\(IDX:([0-9,-]+)\)", re.MULTILINE)
+_STATE = re.compile(r"\bJobState=([A-Z_]+)")
+
+
+def parse_placement(text: str) -> tuple[str, str, tuple[int, ...]]:
+    """(state, node, GPU indices) from `scontrol show job -d` output; empty while it is not placed."""
+    state = m.group(1) if (m := _STATE.search(text)) else ""
+    m = _PLACED.search(text)
+    if not m:
+        return state, "", ()
+    indices: list[int] = []
+    for part in m.group(2).split(","):
+        lo, _, hi = part.partition("-")
+        indices.extend(range(int(lo), int(hi or lo) + 1))
+    return state, m.group(1), tuple(indices)
+
+
+def placed(paths: LabPaths, job: Job, *, wait: float = 15) -> Job:
+    """JOB with the node and GPUs Slurm gave it, waiting up to WAIT seconds for it to start."""
+    import dataclasses
+    import time
+
+    deadline = time.monotonic() + wait
+    while True:
+        cp = ssh(paths, _controller_ip(), f"scontrol show job -d {job.job_id}", timeout=30)
+        state, node, indices = parse_placement(cp.stdout) if cp.returncode == 0 else ("", "", ())
+        if node or state not in {"", "PENDING", "CONFIGURING"} or time.monotonic() > deadline:
+            return dataclasses.replace(job, state=state, ran_on=node, gpu_indices=indices)
+        time.sleep(1)
 
 
 def cancel(paths: LabPaths, job_ids: list[str]) -> None:

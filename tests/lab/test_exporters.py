@@ -9,6 +9,7 @@ written here from `scontrol show job -d` (the GPU indices Slurm gave the job), s
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -101,11 +102,13 @@ def _submit(account: str, gpus: int, node: str = "gpu01", user: str = "alice") -
         "300",
         "--node",
         node,
+        "--json",
     )
     assert cp.returncode == 0, cp.stderr
-    job = cp.stdout.strip()
-    assert job.isdigit(), cp.stdout
-    return job
+    job = json.loads(cp.stdout)
+    assert job["job_id"].isdigit(), cp.stdout
+    assert job["ran_on"] == node and len(job["gpu_indices"]) == gpus, job
+    return str(job["job_id"])
 
 
 def _gpu_indices(lab, job: str, timeout: float = 60) -> list[int]:

@@ -21,6 +21,7 @@ between those samples (`tlast_over_time - tfirst_over_time`).
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -75,9 +76,10 @@ def ran_jobs(lab: Any, deployed_stack: Any) -> dict[str, Any]:
                 str(gpus),
                 "--seconds",
                 str(seconds),
+                "--json",
                 timeout=120,
             )
-            jobs[res.stdout.strip().splitlines()[-1]] = (account, user, gpus, seconds)
+            jobs[str(json.loads(res.stdout)["job_id"])] = (account, user, gpus, seconds)
         ids = "|".join(jobs)
         # 1. while they run: hpc_job on every allocated GPU's series, slurm_job_info with the account
         want = {j: g for j, (_, _, g, _) in jobs.items()}
