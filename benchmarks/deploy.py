@@ -4,6 +4,8 @@
     first deploy  (fresh hosts: `lab down`, `lab up`, then `vigil deploy`)
     rerun         (the same deploy again: nothing to change)
     rerun / first                                   goal <= 0.30
+    check         (`vigil deploy --check` on the unchanged site: the daily drift question)
+    check / rerun                                   goal <= 1.0
 
 Per host: the time from the play's first task on that host to its last task, read from the
 run's ansible-runner events (`$VIGIL_HOME/runs/<id>/artifacts/job_events`).
@@ -101,6 +103,9 @@ def main() -> int:
         t = time.monotonic()
         out = json.loads(vigil(env, "deploy", "-i", str(inventory), "--json"))
         runs.append((time.monotonic() - t, out))
+    t = time.monotonic()
+    check = json.loads(vigil(env, "deploy", "-i", str(inventory), "--check", "--json"))
+    check_s = time.monotonic() - t
     if not args.keep_lab:
         vigil(env, "lab", "down")
     (first_s, first), (rerun_s, rerun) = runs
@@ -112,6 +117,9 @@ def main() -> int:
     print(f"first deploy {first_s:7.1f} s   changed {sum(c['changed'] for c in first['hosts'].values())}")
     print(f"rerun        {rerun_s:7.1f} s   changed {sum(c['changed'] for c in rerun['hosts'].values())}")
     print(f"rerun / first  {rerun_s / first_s:.3f}  (goal <= 0.30)")
+    drift = sum(c['changed'] for c in check['hosts'].values())
+    print(f"check        {check_s:7.1f} s   would change {drift}")
+    print(f"check / rerun  {check_s / rerun_s:.3f}  (goal <= 1.0)")
     print(f"{'host':<8} {'first s':>8} {'rerun s':>8} {'ratio':>6}")
     for host in sorted(first_hosts):
         a, b = first_hosts[host], rerun_hosts.get(host, 0.0)
