@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -24,7 +24,7 @@ from vigil.bundle.container import write_bundle
 from vigil.bundle.errors import BundleError
 from vigil.bundle.manifest import ComponentEntry, FileEntry, Manifest, format_time
 from vigil.bundle.payload import PayloadFile, Progress, write_payload
-from vigil.bundle.sbom import SBOM_PATH, items_from_files, render_sbom
+from vigil.bundle.sbom import NOASSERTION, SBOM_PATH, combine_licenses, items_from_files, render_sbom
 from vigil.bundle.signing import SigningKey
 
 DEFAULT_VALID_DAYS = 365
@@ -55,6 +55,14 @@ class _SbomFile:
     license: str = "CC0-1.0"
     upstream_url: str = ""
     upstream_sha256: str = ""
+
+
+def _component_licenses(files: Sequence[PayloadFile]) -> dict[str, str]:
+    """Each component's licence: the one SPDX expression its files' licences add up to."""
+    by_component: dict[str, list[str]] = {}
+    for f in files:
+        by_component.setdefault(f.component, []).append(f.license)
+    return {name: combine_licenses(found) for name, found in by_component.items()}
 
 
 def build_bundle(
@@ -110,6 +118,7 @@ def build_bundle(
         )
         # 3 manifest
         components_by_name: dict[str, ComponentEntry] = {}
+        licenses = _component_licenses(files)
         entries = []
         for w in written:
             f = by_path[w.path]
@@ -130,13 +139,15 @@ def build_bundle(
                 components_by_name[f.component] = ComponentEntry(
                     name=f.component,
                     version=f.version,
-                    license=f.license,
+                    license=licenses[f.component],
                     kind=kinds.get(f.component, "file"),
                     upstream_url=f.upstream_url,
                     upstream_sha256=f.upstream_sha256,
                 )
         for given in components:  # the catalog's own description wins over one derived from a file
             if given.name in components_by_name:
+                if given.license in ("", NOASSERTION):  # e.g. vigil-deps: each wheel has its own
+                    given = replace(given, license=licenses[given.name])
                 components_by_name[given.name] = given
         manifest = Manifest(
             version=version,

@@ -21,12 +21,14 @@ from cyclonedx.model.bom import Bom, BomMetaData
 from cyclonedx.model.component import Component, ComponentType
 from cyclonedx.model.license import DisjunctiveLicense, LicenseExpression
 from cyclonedx.output.json import JsonV1Dot6
+from cyclonedx.spdx import is_supported_id
 from packageurl import PackageURL
 
 if TYPE_CHECKING:  # the builder's staged files; the SBOM reads their names and provenance
     from vigil.bundle.payload import PayloadFile
 
 SBOM_PATH = "sbom.cdx.json"
+NOASSERTION = "NOASSERTION"  # SPDX: no licence is known
 _WHEEL = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
 _NAMESPACE = uuid.UUID("9b5e0b8e-4d0e-4c8a-8f0a-76696769c001")
 
@@ -93,15 +95,77 @@ def _purl(item: SbomItem) -> PackageURL:
 
 
 def _license(spdx: str) -> list[LicenseExpression | DisjunctiveLicense]:
-    if not spdx or spdx == "NOASSERTION":
+    """An SPDX id as ``license.id``, an expression as ``expression``, anything else as ``license.name``."""
+    if not spdx or spdx == NOASSERTION:
         return []
-    if any(op in spdx for op in (" AND ", " OR ", " WITH ")):
+    if is_supported_id(spdx):
+        return [DisjunctiveLicense(id=spdx)]
+    if re.search(r"\s(AND|OR|WITH)\s", spdx) or spdx.startswith("("):
         return [LicenseExpression(spdx)]
-    return (
-        [DisjunctiveLicense(id=spdx)]
-        if re.fullmatch(r"[A-Za-z0-9.+-]+", spdx)
-        else [DisjunctiveLicense(name=spdx)]
-    )
+    return [DisjunctiveLicense(name=spdx)]
+
+
+def combine_licenses(expressions: Iterable[str]) -> str:
+    """One SPDX expression for a component made of several parts (each wheel of vigil-deps).
+
+    Each part's top-level AND terms, deduplicated and sorted, joined with AND; a term with a
+    top-level OR keeps its parentheses. A part without a licence (NOASSERTION or empty) makes the
+    whole NOASSERTION: a conjunction with an unknown part is unknown.
+    """
+    terms: dict[str, str] = {}
+    for expr in expressions:
+        expr = " ".join(expr.split())
+        if not expr or expr == NOASSERTION:
+            return NOASSERTION
+        for term in _and_terms(_unwrap(expr)):
+            term = _unwrap(term)
+            if _top_level(term, "OR"):
+                term = f"({term})"
+            terms.setdefault(term.lower(), term)
+    if not terms:
+        return NOASSERTION
+    if len(terms) == 1:
+        return _unwrap(next(iter(terms.values())))
+    return " AND ".join(terms[k] for k in sorted(terms, key=lambda k: (k.lstrip("("), k)))
+
+
+def _unwrap(expr: str) -> str:
+    """``expr`` without parentheses that enclose all of it."""
+    while expr.startswith("(") and expr.endswith(")") and _closing(expr) == len(expr) - 1:
+        expr = expr[1:-1].strip()
+    return expr
+
+
+def _closing(expr: str) -> int:
+    """Where the parenthesis opened at ``expr[0]`` closes (-1: it does not)."""
+    depth = 0
+    for i, ch in enumerate(expr):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0:
+            return i
+    return -1
+
+
+def _split_top_level(expr: str, op: str) -> list[str]:
+    """``expr`` cut at each ``op`` outside parentheses (SPDX operators stand between blanks)."""
+    parts: list[str] = []
+    depth = start = 0
+    words = expr.split(" ")
+    for i, word in enumerate(words):
+        if depth == 0 and word.upper() == op and i > start:
+            parts.append(" ".join(words[start:i]))
+            start = i + 1
+        depth += word.count("(") - word.count(")")
+    parts.append(" ".join(words[start:]))
+    return [p for p in parts if p]
+
+
+def _and_terms(expr: str) -> list[str]:
+    return _split_top_level(expr, "AND")
+
+
+def _top_level(expr: str, op: str) -> bool:
+    return len(_split_top_level(expr, op)) > 1
 
 
 def render_sbom(items: list[SbomItem], *, bundle_name: str, bundle_version: int, created: datetime) -> bytes:

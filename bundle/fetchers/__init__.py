@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING
 from vigil.bundle.errors import FetchError
 from vigil.bundle.fetchers import _apt, _extract
 from vigil.bundle.fetchers._http import Cache, Progress, copy_file, hash_file
+from vigil.bundle.fetchers._pip import wheel_file_license
 from vigil.bundle.fetchers._project import build_project_wheel
+from vigil.bundle.sbom import NOASSERTION
 
 if TYPE_CHECKING:
     from vigil.bundle.catalog import LockedArtifact, LockedComponent
@@ -217,7 +219,15 @@ def _staged(
         mode=0o755 if e.executable else 0o644,
         component=comp.name,
         version=(art.version if per_wheel and art.version else comp.version),
-        license=(art.license if per_wheel and art.license else comp.license),
+        license=_wheel_license(comp, art, e.path) if per_wheel else comp.license,
         upstream_url=upstream_url,
         upstream_sha256=art.sha256,
     )
+
+
+def _wheel_license(comp: LockedComponent, art: LockedArtifact, staged: Path) -> str:
+    """A wheel's licence: its own METADATA's (the verified bytes), else the lock's, else the catalog's."""
+    found = wheel_file_license(staged)
+    if found != NOASSERTION:
+        return found
+    return art.license or comp.license

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import shutil
+import textwrap
 from pathlib import Path
+from typing import Any
 
 from vigil.bundle.signing import read_passphrase
 from vigil.installer import ops
@@ -186,31 +189,98 @@ def _inspect(args: argparse.Namespace, inv: ops.Invocation) -> int:
     if args.json:
         emit_json(info)
         return 0
-    print(f"bundle    {info['bundle']}  (not verified by inspect: run `vigil bundle verify`)")
-    print(f"version   {info['version']}  channel {info['channel']}  arch {info['arch']}")
-    print(
-        f"created   {info['created']}  expires {info['expires']}  needs vigil >= {info['min_vigil_version']}"
-    )
-    print(
-        f"payload   {info['payload']['size']} bytes zstd, {info['files']} files, "
-        f"{info['bytes']} bytes unpacked"
-    )
+    print(inspect_text(info, width=shutil.get_terminal_size().columns))
+    return 0
+
+
+_LABEL = 10  # "signer    ": the width of the labels on the left of the summary lines
+_GAP = "  "
+_MIN_LICENSE = 20  # narrower than this, a component's licence goes on its own line under the row
+_MIN_WIDTH = 40
+
+
+def inspect_text(info: dict[str, Any], *, width: int) -> str:
+    """``vigil bundle inspect`` for people, in lines of at most ``width`` columns.
+
+    Long values wrap at blanks: the licence column, which can hold a Debian copyright summary or the
+    AND of every wheel's licence, wraps inside its column; when the terminal leaves it fewer than
+    20 columns, each licence goes on the lines under its row, indented to the version column.
+    Names and versions are never cut (only a line too narrow even for them is wider than ``width``).
+    """
+    width = max(width, _MIN_WIDTH)
+    payload = f"{info['payload']['size']} bytes zstd, {info['files']} files, {info['bytes']} bytes unpacked"
+    out = [
+        *_labelled("bundle", [info["bundle"], "(not verified by inspect: run `vigil bundle verify`)"], width),
+        *_labelled(
+            "version", [str(info["version"]), f"channel {info['channel']}", f"arch {info['arch']}"], width
+        ),
+        *_labelled(
+            "created",
+            [info["created"], f"expires {info['expires']}", f"needs vigil >= {info['min_vigil_version']}"],
+            width,
+        ),
+        *_labelled("payload", payload.split(", "), width, sep=", "),
+    ]
     for s in info["signers"]:
-        print(f"signer    {s['key_id']}  {s['trusted_comment']}")
-    print()
-    print(f"{'component':<28} {'version':<24} {'license':<14} {'files':>5} {'bytes':>12}  kind")
-    for c in info["components"]:
-        print(
-            f"{c['name']:<28} {c['version']:<24} {c['license']:<14} {c['files']:>5} {c['bytes']:>12}  "
-            f"{c['kind']}"
-        )
+        out += _labelled("signer", [s["key_id"], s["trusted_comment"]], width)
+    out += ["", *_component_table(info["components"], width), ""]
     sbom = info["sbom"]
     if sbom:
-        lic = ", ".join(f"{k} {v}" for k, v in sbom["licenses"].items())
-        print(f"\nsbom      {sbom['format']}, {sbom['components']} components; licences: {lic}")
+        out += _labelled("sbom", [sbom["format"], f"{sbom['components']} components"], width, sep=", ")
+        counts = [f"{name} ({n})" for name, n in sbom["licenses"].items()]
+        if counts:
+            out += _labelled("licences", counts, width, sep=", ")
     else:
-        print("\nsbom      missing or unreadable")
-    return 0
+        out += _labelled("sbom", ["missing or unreadable"], width)
+    return "\n".join(out)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` columns, cut at blanks (a longer word is cut too)."""
+    return textwrap.wrap(text, max(width, 1), break_on_hyphens=False) or [""]
+
+
+def _labelled(label: str, parts: list[str], width: int, *, sep: str = "  ") -> list[str]:
+    """``label`` then ``parts`` joined with ``sep``, a line break only between parts where one can go
+    (a part longer than a line is wrapped at its own blanks), the next lines indented under the first."""
+    room = width - _LABEL - len(sep.rstrip())  # keeps a column for the comma that ends a line
+    lines: list[str] = []
+    for part in parts:
+        if lines and len(lines[-1]) + len(sep) + len(part) <= room:
+            lines[-1] += sep + part
+            continue
+        if lines:
+            lines[-1] += sep.rstrip()
+        lines += _wrap(part, room)
+    return [f"{label if i == 0 else '':<{_LABEL}}{line}".rstrip() for i, line in enumerate(lines)]
+
+
+def _component_table(components: list[dict[str, Any]], width: int) -> list[str]:
+    rows = [
+        (c["name"], c["version"], str(c["files"]), str(c["bytes"]), c["kind"], c["license"])
+        for c in components
+    ]
+    head = ("component", "version", "files", "bytes", "kind", "license")
+    w = [max(len(r[i]) for r in [head, *rows]) for i in range(5)]
+
+    def cells(r: tuple[str, ...]) -> str:
+        return _GAP.join(
+            (r[0].ljust(w[0]), r[1].ljust(w[1]), r[2].rjust(w[2]), r[3].rjust(w[3]), r[4].ljust(w[4]))
+        )
+
+    fixed = sum(w) + len(_GAP) * 5
+    if width - fixed >= _MIN_LICENSE:  # the licence is the last column, wrapped inside it
+        return [
+            (cells(r) + _GAP if i == 0 else " " * fixed) + line
+            for r in [head, *rows]
+            for i, line in enumerate(_wrap(r[5], width - fixed))
+        ]
+    indent = w[0] + len(_GAP) if width - w[0] - len(_GAP) >= _MIN_LICENSE else len(_GAP)
+    return [
+        line.rstrip()
+        for r in [head, *rows]
+        for line in [cells(r), *(" " * indent + part for part in _wrap(r[5], width - indent))]
+    ]
 
 
 def _import(args: argparse.Namespace, inv: ops.Invocation) -> int:

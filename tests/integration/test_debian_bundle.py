@@ -66,6 +66,11 @@ def test_inspect_lists_the_debian_components(built: dict[str, object]) -> None:
     assert comps["victoria-metrics"]["files"] == 5
     assert all(len(c["upstream_sha256"]) == 64 for c in comps.values() if c["kind"] == "deb")
     assert info["sbom"]["format"] == "CycloneDX 1.6" and info["sbom"]["components"] >= 20
+    # every wheel's licence comes from its own METADATA; vigil-deps shows the AND of them
+    assert "unknown" not in info["sbom"]["licenses"], info["sbom"]["licenses"]
+    deps = comps["vigil-deps"]["license"]
+    assert "NOASSERTION" not in deps, deps
+    assert {"MIT", "BSD-3-Clause", "GPL-3.0-or-later"} <= set(deps.split(" AND ")), deps
     assert info["created"] == "2025-11-29T00:00:00Z"
 
 

@@ -14,7 +14,9 @@
 
 from __future__ import annotations
 
+import ast
 import csv
+import os
 import re
 import shlex
 import shutil
@@ -54,12 +56,20 @@ def csv_rows() -> list[list[str]]:
     return [[c.strip() for c in r] for r in csv.reader(text.splitlines()) if r and not r[0].startswith("#")]
 
 
+def csv_check_command() -> str:
+    return str(load(ROLES / "dcgm_exporter" / "vars" / "main.yml")["_dcgm_exporter_csv_check"])
+
+
 def csv_check(path: Path) -> subprocess.CompletedProcess[str]:
-    check = load(ROLES / "dcgm_exporter" / "vars" / "main.yml")["_dcgm_exporter_csv_check"]
-    return subprocess.run(shlex.split(check % path), capture_output=True, text=True, check=False)
+    """The copy task's `validate`, split and expanded the way Ansible's run_command does it."""
+    argv = [os.path.expandvars(os.path.expanduser(a)) for a in shlex.split(csv_check_command() % path)]
+    return subprocess.run(argv, capture_output=True, text=True, check=False)
 
 
 # --- the collectors CSV ---------------------------------------------------------------------------
+
+GOOD = "DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n"
+GOOD_2 = "DCGM_FI_DEV_FB_FREE, gauge, Framebuffer memory free (in MiB).\n"
 
 
 def test_collectors_csv_is_the_simulators_field_list() -> None:
@@ -110,12 +120,60 @@ def test_collectors_csv_passes_the_roles_validate_command() -> None:
             "duplicate fields: ['DCGM_FI_DEV_GPU_TEMP']",
         ),
         ("# nothing\n", "no fields"),
+        ("", "no fields"),
+        # dcgm-exporter reads the CSV with Go's encoding/csv (Comment '#', no LazyQuotes, no
+        # TrimLeadingSpace, FieldsPerRecord 0): what that reader refuses, the check refuses
+        (
+            f"{GOOD}  # an indented comment is a record\n{GOOD_2}",
+            "record on line 2: wrong number of fields (line 2 is an indented comment",
+        ),
+        (
+            f"\t# indented, before the first record\n{GOOD}",
+            "record on line 2: wrong number of fields (line 1 is an indented comment",
+        ),
+        (
+            f'{GOOD}DCGM_FI_DEV_FB_USED, gauge, the "used" memory\n',
+            'parse error on line 2, column 33: bare " in non-quoted-field',
+        ),
+        # the field starts with the blank after the comma, so its quote is a bare one
+        ('DCGM_FI_DEV_FB_USED, gauge, "used memory"\n', 'column 29: bare " in non-quoted-field'),
+        ('DCGM_FI_DEV_FB_USED, gauge,"used" memory\n', 'column 33: extraneous or missing " in quoted-field'),
+        ('DCGM_FI_DEV_FB_USED, gauge,"used memory\n', 'extraneous or missing " in quoted-field'),
+        (f"{GOOD}DCGM_FI_DEV_FB_USED, gauge, used, memory\n", "record on line 2: wrong number of fields"),
+        (f"{GOOD}   \n{GOOD_2}", "record on line 2: wrong number of fields"),  # blanks are not empty
+        ("DCGM_FI_DEV_GPU_TEMP,\tgauge, x\n", "bad collector lines"),  # dcgm-exporter trims only ' '
     ],
 )
 def test_broken_collectors_csv_is_refused(tmp_path: Path, text: str, says: str) -> None:
     (tmp_path / "c.csv").write_text(text)
     res = csv_check(tmp_path / "c.csv")
     assert res.returncode == 1 and says in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"# a comment in column 1\n\n{GOOD}\n#another\n{GOOD_2}",
+        f'{GOOD}DCGM_FI_DEV_FB_USED, gauge,"used, in ""MiB"""\n',  # quoted right after the comma
+        f'{GOOD}DCGM_FI_DEV_FB_USED, gauge,"used\n# on two lines"\n',  # a quoted field may span lines
+        f"{GOOD}\n{GOOD_2}".replace("\n", "\r\n")[:-1],  # CR LF, an empty line, a CR at the very end
+    ],
+)
+def test_collectors_csv_that_go_reads_is_accepted(tmp_path: Path, text: str) -> None:
+    (tmp_path / "c.csv").write_bytes(text.encode())
+    res = csv_check(tmp_path / "c.csv")
+    assert res.returncode == 0, res.stderr
+
+
+def test_collectors_csv_check_survives_ansible_and_runs_on_python_3_9() -> None:
+    """The program sits in a double-quoted argument that goes through `validate % path`, shlex and
+    os.path.expandvars on its way to the host's python3 (3.9 or later)."""
+    command = csv_check_command()
+    program = shlex.split(command)[2]
+    assert shlex.split(command)[:2] == ["python3", "-c"] and shlex.split(command)[3:] == ["%s"]
+    assert command.count("%") == 1 and not set('\\"$') & set(program), "characters the trip changes"
+    assert not re.search(r"\{[{%#]", command), "Jinja would template it"
+    ast.parse(program, feature_version=(3, 9))
 
 
 # --- the wheel install ----------------------------------------------------------------------------
