@@ -157,7 +157,6 @@ def next_commands(home: Path, bundle: Path, *, lab: bool) -> list[str]:
             "lab status",
             f"deploy --inventory {INVENTORY} --check",
             "lab job --account physics --gpus 2 --seconds 120",
-            "lab down",
         ]
     return cmds
 
@@ -187,6 +186,9 @@ def _print_next(home: Path, bundle: Path, *, lab: bool) -> None:
     print(f"  export VIGIL_HOME={shlex.quote(str(home))}")
     for cmd in next_commands(home, bundle, lab=lab):
         print(f"  {vigil} {cmd}")
+    if lab:
+        print(f"  {vigil} tui --screen overview      # the cluster's panels and alerts, in the terminal")
+        print(f"  {vigil} lab down                   # when you are done")
 
 
 _MON = host_by_name("mon01").ip
