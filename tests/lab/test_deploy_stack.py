@@ -129,6 +129,21 @@ def test_second_deploy_changes_nothing(lab: Any, stack: DeployedStack, measured:
     }
 
 
+def test_check_on_the_unchanged_stack_reports_no_drift(lab: Any, stack: DeployedStack, measured: Any) -> None:
+    """`deploy --check` is the daily "does anything differ from the bundle?" question: it must say no
+    on the stack just deployed (docs/benchmarks.md compares its time with the rerun's)."""
+    t0 = time.monotonic()
+    check = stack.vigil.json("deploy", "-i", str(lab.inventory), "--check", "--json")
+    measured("lab: deploy --check of the unchanged stack", time.monotonic() - t0)
+    assert check["ok"] is True
+    assert {h: c["changed"] for h, c in check["hosts"].items()} == {
+        "ctl01": 0,
+        "gpu01": 0,
+        "gpu02": 0,
+        "mon01": 0,
+    }
+
+
 def test_no_host_has_a_route_out_of_the_lab(lab: Any, stack: DeployedStack) -> None:
     for host in lab.hosts:
         res = lab.ssh(host, "ip route get 192.0.2.1", check=False)
