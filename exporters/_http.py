@@ -20,6 +20,11 @@ from vigil.exporters._expo import CONTENT_TYPE
 log = logging.getLogger("vigil.exporters.http")
 
 
+class ScrapeError(Exception):
+    """Raised by a render function for a scrape that fails as a whole: answered with HTTP 500 and
+    one log line (the message names the object and the reason), not a traceback."""
+
+
 #: connections served at once; Prometheus-style scrapers use one or two each
 MAX_CONNECTIONS = 32
 #: seconds a read on a connection may wait for the client
@@ -83,6 +88,10 @@ def make_server(
             if path == "/metrics":
                 try:
                     body = render().encode("utf-8")
+                except ScrapeError as e:
+                    log.error("scrape failed: %s", e)
+                    self._send(500, b"internal error rendering metrics\n", "text/plain; charset=utf-8")
+                    return
                 except Exception:  # a scrape must never take the exporter down
                     log.exception("rendering /metrics failed")
                     self._send(500, b"internal error rendering metrics\n", "text/plain; charset=utf-8")

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from vigil.exporters import __version__
 from vigil.exporters._http import make_server, setup_logging
 from vigil.exporters.gpusim import faults as _faults
+from vigil.exporters.gpusim.jobmap import JobMapError
+from vigil.exporters.gpusim.mig import parse_mig
 from vigil.exporters.gpusim.sim import DEFAULT_JOBMAP_DIR, GpuSimulator, SimConfig
 
 log = logging.getLogger("vigil.exporters.gpusim")
@@ -25,18 +28,30 @@ def parser() -> argparse.ArgumentParser:
         "an injected fault.",
     )
     ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    # spelled as dcgm-exporter 4.8.2 spells them: --address/-a (env DCGM_EXPORTER_LISTEN) and
+    # --hpc-job-mapping-dir (env DCGM_HPC_JOB_MAPPING_DIR; no short form)
     ap.add_argument(
         "-a",
         "--address",
-        default=":9400",
-        help="[host]:port to listen on, as dcgm-exporter's --address (default: %(default)s)",
+        default=os.environ.get("DCGM_EXPORTER_LISTEN") or ":9400",
+        help="[host]:port to listen on, as dcgm-exporter's --address (env DCGM_EXPORTER_LISTEN; "
+        "default: %(default)s)",
     )
     ap.add_argument(
-        "-H",
         "--hpc-job-mapping-dir",
-        default=DEFAULT_JOBMAP_DIR,
+        default=os.environ.get("DCGM_HPC_JOB_MAPPING_DIR") or DEFAULT_JOBMAP_DIR,
         metavar="DIR",
-        help="job map dir: a file per GPU index, one job id per line (default: %(default)s)",
+        help="job map dir: a file per GPU index (<gpu>.<GPU instance id> for a MIG instance), one job id "
+        "per line (env DCGM_HPC_JOB_MAPPING_DIR; default: %(default)s)",
+    )
+    ap.add_argument(
+        "--mig",
+        action="append",
+        default=(os.environ.get("VIGIL_GPUSIM_MIG") or "").split(),
+        metavar="GPU:PROFILE[@ID][,...]",
+        help="put GPU in MIG mode with these GPU instances, e.g. 2:3g.40gb,3g.40gb or 3:1g.10gb@9 "
+        "(once per GPU): its series come per instance with GPU_I_PROFILE and GPU_I_ID, tagged from the "
+        "job map files <gpu>.<GPU instance id> (env VIGIL_GPUSIM_MIG: the same, separated by spaces)",
     )
     ap.add_argument(
         "--faults-file",
@@ -89,6 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     setup_logging(a.verbose)
     try:
+        mig = {}
+        for spec in a.mig:
+            gpu, instances = parse_mig(spec)
+            if gpu in mig:
+                raise ValueError(f"--mig {spec!r}: GPU {gpu} is given twice")
+            mig[gpu] = instances
         cfg = SimConfig(
             hostname=a.hostname,
             gpus=a.gpus,
@@ -100,18 +121,24 @@ def main(argv: list[str] | None = None) -> int:
             seed=a.seed,
             jobmap_dir=a.hpc_job_mapping_dir,
             faults_file=a.faults_file,
+            mig=mig,
         )
     except ValueError as e:
         print(f"FAIL: vigil-gpusim: {e}", file=sys.stderr)
         return 2
     sim = GpuSimulator(cfg)
-    sim.update()
+    try:
+        sim.update()
+    except JobMapError as e:
+        log.error("%s; the first scrape reads it again", e)
     server = make_server(_listen(a.address), sim.scrape, title="vigil GPU simulator")
     log.info(
-        "serving %d simulated GPUs of %s on %s, job map %s, faults %s",
+        "serving %d simulated GPUs of %s on %s (MIG: %s), job map %s, faults %s",
         cfg.gpus,
         cfg.hostname,
         a.address,
+        ", ".join(f"GPU {g}: {' '.join(f'{i.profile}@{i.gi}' for i in v)}" for g, v in sorted(mig.items()))
+        or "none",
         cfg.jobmap_dir,
         cfg.faults_file,
     )

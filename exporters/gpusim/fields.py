@@ -64,7 +64,17 @@ FIELDS: tuple[Field, ...] = (
     ),
     Field("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed"),
     Field("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active.", True),
+    Field(
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "gauge",
+        "Ratio of cycles the device memory interface is active sending or receiving data.",
+        True,
+    ),
 )
+
+#: fields DCGM leaves blank for a MIG instance (NVML has no utilisation of a MIG-enabled GPU), which
+#: dcgm-exporter then skips: a MIG instance's series have DCGM_FI_PROF_GR_ENGINE_ACTIVE instead
+NOT_ON_MIG = frozenset({"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL"})
 
 #: clock throttle (clocks event) reason bits, as NVML defines them
 THROTTLE_GPU_IDLE = 0x1
@@ -74,7 +84,41 @@ THROTTLE_SW_THERMAL = 0x20
 THROTTLE_HW_THERMAL = 0x40
 THROTTLE_HW_POWER_BRAKE = 0x80
 
-#: labels on every GPU series, in dcgm-exporter 4.x's order; then DCGM_FI_DRIVER_VERSION, then hpc_job
-BASE_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname")
+#: labels on every GPU series, in dcgm-exporter 4.8.2's order: these, MIG_LABELS on a MIG instance's
+#: series, then Hostname, then DCGM_FI_DRIVER_VERSION, then the attributes in name order
+#: (err_code, err_msg on the XID series; hpc_job)
+BASE_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName")
+MIG_LABELS = ("GPU_I_PROFILE", "GPU_I_ID")
+HOST_LABEL = "Hostname"
 DRIVER_LABEL = "DCGM_FI_DRIVER_VERSION"
 JOB_LABEL = "hpc_job"
+XID_LABELS = ("err_code", "err_msg")
+
+#: err_msg of DCGM_FI_DEV_XID_ERRORS by its value (err_code, in decimal), for the XIDs a cluster
+#: sees most, worded as NVIDIA's XID catalogue and dcgm-exporter word them; any other code gets
+#: UNKNOWN_XID here (dcgm-exporter knows more codes)
+XID_MESSAGES: dict[int, str] = {
+    0: "No Error",
+    8: "GPU stopped processing",
+    13: "Graphics Engine Exception",
+    31: "GPU memory page fault",
+    32: "Invalid or corrupted push buffer stream",
+    43: "GPU stopped processing",
+    45: "Preemptive cleanup, due to previous errors -- Most likely to see when running multiple cuda",
+    48: "Double Bit ECC Error",
+    61: "Internal micro-controller breakpoint/warning",
+    62: "Internal micro-controller halt",
+    63: "ECC page retirement or row remapping recording event",
+    64: "ECC page retirement or row remapper recording failure",
+    68: "NVDEC0 Exception",
+    69: "Graphics Engine class error",
+    74: "NVLINK Error",
+    79: "GPU has fallen off the bus",
+    92: "High single-bit ECC error rate",
+    94: "Contained ECC error",
+    95: "Uncontained ECC error",
+    119: "GSP RPC Timeout",
+    120: "GSP Error",
+    140: "Unrecovered ECC Error",
+}
+UNKNOWN_XID = "Unknown Error"

@@ -86,7 +86,9 @@ def _job_map(lab, host: str) -> dict[str, list[str]]:
             out[cur] = []
         elif cur is not None:
             out[cur].append(line)
-    return out
+    # an epilog empties a GPU's file (never removes it: a scrape in flight must find every file it
+    # listed); an empty file maps no job
+    return {k: v for k, v in out.items() if v}
 
 
 def _textfiles(lab, host: str) -> dict[str, str]:
@@ -263,3 +265,104 @@ def test_sbatch_wait_job_sees_its_map_and_leaves_nothing(lab, wired) -> None:
     for line in lines[1:]:
         assert re.fullmatch(rf"map \d: {job}", line), out
     _wait_for(lambda: _job_map(lab, "gpu01") == {} and _textfiles(lab, "gpu01") == {}, "the epilog", 30)
+
+
+# MIG: the GRES map written by the role, the prolog naming <gpu>.<GPU instance id> files, the
+# deployed GPU simulator put in MIG mode, and GpuMigInstanceContention's expression in VictoriaMetrics.
+# Needs the deployed stack (VictoriaMetrics scraping gpu01's vigil-gpusim and node_exporter, vmalert's
+# rules). Slurm in the lab has no MIG devices: its 4 plain GPU indices on gpu01 stand for the MIG
+# devices of the map below (Slurm index 2 and 3 = two compute instances of GPU instance 1 of GPU 2).
+MIG_DEVICES = '["0", "1", "2.1", "2.1"]'
+MIG_DROPIN = "/run/systemd/system/vigil-gpusim.service.d/50-vigil-test-mig.conf"
+MIG_CONTENTION = (
+    '(DCGM_FI_PROF_DRAM_ACTIVE{GPU_I_ID!="", hpc_job!=""} > 0.8'
+    " and on (instance, gpu, GPU_I_ID) count by (instance, gpu, GPU_I_ID)"
+    ' (DCGM_FI_PROF_DRAM_ACTIVE{GPU_I_ID!="", hpc_job!=""}) > 1'
+    " and on (instance, gpu, GPU_I_ID, hpc_job)"
+    ' DCGM_FI_PROF_GR_ENGINE_ACTIVE{GPU_I_ID!="", hpc_job!=""} < 0.5)'
+    " * on (instance, hpc_job) group_left (user, account, node)"
+    " max by (instance, hpc_job, user, account, node) (last_over_time(slurm_job_info[10m]))"
+)
+
+
+def _playbook_vars(lab, tmp_path: Path, extra: str) -> subprocess.CompletedProcess[str]:
+    play = tmp_path / "jobmap-mig.yml"
+    play.write_text(PLAY)
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_ROLES_PATH=str(ROOT / "roles"),
+        PATH=f"{ROOT / '.venv' / 'bin'}:{os.environ.get('PATH', '')}",
+        ANSIBLE_NOCOLOR="1",
+    )
+    cp = subprocess.run(
+        ["ansible-playbook", "-i", str(lab.hosts_file), "-l", "gpu01", "-e", extra, str(play)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert cp.returncode == 0, cp.stdout[-6000:] + cp.stderr[-3000:]
+    return cp
+
+
+def test_mig_jobs_tag_their_instances_and_contention_shows(lab, deployed_stack, wired, tmp_path) -> None:
+    from tests.lab.labhttp import query, wait_for
+
+    _playbook_vars(lab, tmp_path, "slurm_jobmap_gres_devices=" + MIG_DEVICES)
+    lab.ssh(
+        "gpu01",
+        f"mkdir -p {os.path.dirname(MIG_DROPIN)} && "
+        f"printf '[Service]\\nEnvironment=VIGIL_GPUSIM_MIG=2:3g.40gb,3g.40gb\\n' >{MIG_DROPIN} && "
+        "systemctl daemon-reload && systemctl restart vigil-gpusim",
+    )
+    jobs: list[str] = []
+    try:
+        gres = lab.ssh(
+            "gpu01", "stat -c '%U %a' /etc/vigil/jobmap-gres.conf; grep -v '^#' /etc/vigil/jobmap-gres.conf"
+        )
+        assert gres.stdout.splitlines() == ["root 644", "0 0", "1 1", "2 2.1", "3 2.1"], gres.stdout
+        jobs = [
+            _sbatch(lab, user, account, 1, "gpu01", 600)
+            for user, account in (
+                ("alice", "physics"),
+                ("bob", "chemistry"),
+                ("alice", "physics"),
+                ("bob", "chemistry"),
+            )
+        ]
+        _wait_for(
+            lambda: (
+                lab.ssh("ctl01", f"squeue -h -j {','.join(jobs)} -o %T").stdout.split() == ["RUNNING"] * 4
+            ),
+            "the four MIG jobs to run",
+        )
+        idx = {j: _idx(lab.ssh("ctl01", f"scontrol -d show job {j}").stdout) for j in jobs}
+        in_gi = sorted(j for j, g in idx.items() if g[0] in (2, 3))
+        _wait_for(
+            lambda: sorted(_job_map(lab, "gpu01").get("2.1", [])) == in_gi, "the map of GPU instance 2.1", 30
+        )
+
+        # the simulator's MIG series: two job series of GPU instance 1 (3g.40gb) of GPU 2
+        def tagged() -> list[dict] | None:
+            s = query('DCGM_FI_PROF_DRAM_ACTIVE{instance="gpu01",gpu="2",hpc_job!=""}')
+            return s if sorted(x["metric"]["hpc_job"] for x in s) == in_gi else None
+
+        series = wait_for("the jobs on GPU instance 2.1 in VictoriaMetrics", tagged, 90)
+        assert {(x["metric"]["GPU_I_ID"], x["metric"]["GPU_I_PROFILE"]) for x in series} == {("1", "3g.40gb")}
+        # GpuMigInstanceContention's expression (its `for: 15m` is the rule's business): both jobs
+        hits = wait_for("the contention expression", lambda: query(MIG_CONTENTION) or None, 60)
+        assert sorted(x["metric"]["hpc_job"] for x in hits) == in_gi
+        assert {x["metric"]["account"] for x in hits} == {"physics", "chemistry"}
+        assert not query('DCGM_FI_DEV_GPU_UTIL{instance="gpu01",gpu="2"}')  # NVML has none on MIG
+    finally:
+        if jobs:
+            lab.ssh("ctl01", "scancel " + " ".join(jobs), check=False)
+        lab.ssh(
+            "gpu01",
+            f"rm -f {MIG_DROPIN}; systemctl daemon-reload; systemctl restart vigil-gpusim",
+            check=False,
+        )
+        _playbook_vars(lab, tmp_path, "slurm_jobmap_gres_devices=[]")
+    assert lab.ssh("gpu01", "test -e /etc/vigil/jobmap-gres.conf", check=False).returncode == 1

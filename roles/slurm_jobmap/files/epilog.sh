@@ -3,7 +3,9 @@
 #
 # 1. Remove this job's lines (exact match: job 12 never removes 123) from every job map file in
 #    the job map dir, so a GPU list that differs from the prolog's cannot leave a stale line;
-#    a file left empty is removed.
+#    a file left without lines stays, empty (dcgm-exporter reads an empty file as "no job"), and is
+#    never removed: dcgm-exporter fails its whole scrape (HTTP 500) when a file it has just listed
+#    is gone when it opens it.
 # 2. Remove <textfile dir>/slurm_job_<job id>.prom.
 #
 # Changes go to a new file (noclobber) in the same directory and are renamed into place under the
@@ -54,7 +56,7 @@ jm_log() {
 # jm_config: settings from /etc/vigil/jobmap.conf (KEY=value lines, parsed here, never sourced),
 # then the environment, which wins. Returns 1 (after logging) if a setting is unusable.
 jm_config() {
-  _c_dir='' _c_tdir='' _c_timeout='' _c_lock=''
+  _c_dir='' _c_tdir='' _c_timeout='' _c_lock='' _c_gres=''
   _f=${VIGIL_JOBMAP_CONF:-/etc/vigil/jobmap.conf}
   if [ -f "$_f" ] && [ -r "$_f" ]; then
     while IFS= read -r _l || [ -n "$_l" ]; do
@@ -70,6 +72,7 @@ jm_config() {
         VIGIL_TEXTFILE_DIR) _c_tdir=$_v ;;
         VIGIL_JOBMAP_LOCK_TIMEOUT) _c_timeout=$_v ;;
         VIGIL_JOBMAP_LOCK) _c_lock=$_v ;;
+        VIGIL_JOBMAP_GRES_MAP) _c_gres=$_v ;;
       esac
     done <"$_f" 2>/dev/null
   fi
@@ -77,12 +80,13 @@ jm_config() {
   JM_TEXTFILE_DIR=${VIGIL_TEXTFILE_DIR:-${_c_tdir:-/var/lib/vigil/node_exporter/textfile}}
   JM_LOCK_TIMEOUT=${VIGIL_JOBMAP_LOCK_TIMEOUT:-${_c_timeout:-10}}
   JM_LOCK=${VIGIL_JOBMAP_LOCK:-${_c_lock:-auto}}
-  for _d in "$JM_DIR" "$JM_TEXTFILE_DIR"; do
+  JM_GRES_MAP=${VIGIL_JOBMAP_GRES_MAP:-${_c_gres:-/etc/vigil/jobmap-gres.conf}}
+  for _d in "$JM_DIR" "$JM_TEXTFILE_DIR" "$JM_GRES_MAP"; do
     case $_d in
       *"$NL"* | */../* | */.. | */./* | */.) ;;
       /*) continue ;;
     esac
-    jm_log err "the job map dir and the textfile dir must be absolute paths without . or .. (check /etc/vigil/jobmap.conf and VIGIL_JOBMAP_DIR/VIGIL_TEXTFILE_DIR); nothing written"
+    jm_log err "the job map dir, the textfile dir and the GRES map must be absolute paths without . or .. (check /etc/vigil/jobmap.conf and VIGIL_JOBMAP_DIR/VIGIL_TEXTFILE_DIR/VIGIL_JOBMAP_GRES_MAP); nothing written"
     return 1
   done
   case $JM_LOCK_TIMEOUT in '' | *[!0-9]* | ?????*) JM_LOCK_TIMEOUT=10 ;; esac
@@ -216,15 +220,16 @@ _jm_break() {
   return 0
 }
 
-# jm_safe_dir DIR WHAT: JM_SAFE, DIR's physical path, when DIR and every directory above it belong
+# jm_safe_dir DIR WHAT [THEN]: JM_SAFE, DIR's physical path, when DIR and every directory above it belong
 # to root and no one else may write to them (one above may be world-writable with the sticky bit,
 # as /tmp, where others cannot rename root's entries), and none has an ACL. Otherwise one log line
-# naming the directory and why, and return 1: a root script never writes where another user could
-# plant links or swap the directory. One ls for the whole path (POSIX long format, LC_ALL=C).
+# naming the directory, why, and THEN (default "nothing written there"), and return 1: a root
+# script never writes, or reads its settings, where another user could plant links or swap the
+# directory. One ls for the whole path (POSIX long format, LC_ALL=C).
 jm_safe_dir() {
-  JM_SAFE='' _sw=$2
+  JM_SAFE='' _sw=$2 _sthen=${3:-nothing written there}
   if ! cd -P "$1" 2>/dev/null; then
-    jm_log err "job $JM_JOB: cannot enter $_sw $1; nothing written there"
+    jm_log err "job $JM_JOB: cannot enter $_sw $1; $_sthen"
     return 1
   fi
   _sp=$PWD
@@ -265,9 +270,9 @@ jm_safe_dir() {
     fi
     if [ -n "$_why" ]; then
       if [ "$_si" = "$_sn" ]; then
-        jm_log err "job $JM_JOB: $_sw $_sp $_why; nothing written there"
+        jm_log err "job $JM_JOB: $_sw $_sp $_why; $_sthen"
       else
-        jm_log err "job $JM_JOB: $_sw $_sp not used: $_sr above it $_why; nothing written there"
+        jm_log err "job $JM_JOB: $_sw $_sp not used: $_sr above it $_why; $_sthen"
       fi
       return 1
     fi
@@ -275,7 +280,7 @@ jm_safe_dir() {
   done
   IFS=$_sifs
   if [ "$_si" -ne "$_sn" ]; then
-    jm_log err "job $JM_JOB: cannot list $_sw $_sp and the directories above it; nothing written there"
+    jm_log err "job $JM_JOB: cannot list $_sw $_sp and the directories above it; $_sthen"
     return 1
   fi
   JM_SAFE=$_sp
@@ -288,11 +293,13 @@ jm_textfile_path() {
 }
 # ---- vigil-jobmap common: end ----
 
-# jm_map_remove: drop JM_JOB's lines from every GPU file of the job map (under the lock); files
-# left empty, and the textfile, go in one rm.
+# jm_map_remove: drop JM_JOB's lines from every GPU file of the job map (under the lock). A file
+# left without lines is replaced by an empty one, by the same rename as the others: the name never
+# disappears, so a dcgm-exporter scrape that has just listed the dir can always open it. The
+# textfile goes with one rm.
 jm_map_remove() {
   _stage=$JM_DIR/.stage
-  _mv='' _rm=''
+  _mv=''
   set +f
   for _f in "$JM_DIR"/*; do
     _g=${_f##*/}
@@ -308,17 +315,13 @@ jm_map_remove() {
       _c=$_c$_l$NL
     done <"$_f" 2>/dev/null
     [ -n "$_hit" ] || continue
-    if [ -z "$_c" ]; then
-      _rm="$_rm $_g"
-      continue
-    fi
     if [ -h "$_stage" ] || { [ -e "$_stage" ] && [ ! -d "$_stage" ]; }; then
-      jm_log err "job $JM_JOB: $_stage is a symbolic link or not a directory, not followed; its lines stay in GPUs$_mv$_rm $_g"
+      jm_log err "job $JM_JOB: $_stage is a symbolic link or not a directory, not followed; its lines stay in GPUs$_mv $_g"
       set -f
       return 1
     fi
     if [ ! -d "$_stage" ] && ! mkdir -m 0755 -- "$_stage" 2>/dev/null; then
-      jm_log err "job $JM_JOB: cannot write $JM_DIR (read-only or full?); its lines stay in GPUs$_mv$_rm $_g"
+      jm_log err "job $JM_JOB: cannot write $JM_DIR (read-only or full?); its lines stay in GPUs$_mv $_g"
       set -f
       return 1
     fi
@@ -340,19 +343,11 @@ jm_map_remove() {
       jm_log err "job $JM_JOB: cannot rename into $JM_DIR; its lines may stay in GPUs$_mv"
     fi
   fi
-  set --
-  for _g in $_rm; do set -- "$@" "$JM_DIR/$_g"; done
-  [ -e "$JM_TEXTFILE" ] && set -- "$@" "$JM_TEXTFILE"
-  if [ $# -gt 0 ] && ! rm -f -- "$@" 2>/dev/null; then
-    jm_log err "job $JM_JOB: cannot remove its files from $JM_DIR or $JM_TEXTFILE_DIR (read-only?)"
-  fi
-  _jm_textfile_done=1
   return 0
 }
 
-# jm_textfile_remove: this job's textfile, where the job map was not touched.
+# jm_textfile_remove: this job's textfile (rm never follows a link).
 jm_textfile_remove() {
-  [ -z "${_jm_textfile_done:-}" ] || return 0
   [ -e "$JM_TEXTFILE" ] || return 0
   rm -f -- "$JM_TEXTFILE" 2>/dev/null && return 0
   jm_log err "job $JM_JOB: cannot remove $JM_TEXTFILE (read-only?)"

@@ -61,7 +61,7 @@ jm_log() {
 # jm_config: settings from /etc/vigil/jobmap.conf (KEY=value lines, parsed here, never sourced),
 # then the environment, which wins. Returns 1 (after logging) if a setting is unusable.
 jm_config() {
-  _c_dir='' _c_tdir='' _c_timeout='' _c_lock=''
+  _c_dir='' _c_tdir='' _c_timeout='' _c_lock='' _c_gres=''
   _f=${VIGIL_JOBMAP_CONF:-/etc/vigil/jobmap.conf}
   if [ -f "$_f" ] && [ -r "$_f" ]; then
     while IFS= read -r _l || [ -n "$_l" ]; do
@@ -77,6 +77,7 @@ jm_config() {
         VIGIL_TEXTFILE_DIR) _c_tdir=$_v ;;
         VIGIL_JOBMAP_LOCK_TIMEOUT) _c_timeout=$_v ;;
         VIGIL_JOBMAP_LOCK) _c_lock=$_v ;;
+        VIGIL_JOBMAP_GRES_MAP) _c_gres=$_v ;;
       esac
     done <"$_f" 2>/dev/null
   fi
@@ -84,12 +85,13 @@ jm_config() {
   JM_TEXTFILE_DIR=${VIGIL_TEXTFILE_DIR:-${_c_tdir:-/var/lib/vigil/node_exporter/textfile}}
   JM_LOCK_TIMEOUT=${VIGIL_JOBMAP_LOCK_TIMEOUT:-${_c_timeout:-10}}
   JM_LOCK=${VIGIL_JOBMAP_LOCK:-${_c_lock:-auto}}
-  for _d in "$JM_DIR" "$JM_TEXTFILE_DIR"; do
+  JM_GRES_MAP=${VIGIL_JOBMAP_GRES_MAP:-${_c_gres:-/etc/vigil/jobmap-gres.conf}}
+  for _d in "$JM_DIR" "$JM_TEXTFILE_DIR" "$JM_GRES_MAP"; do
     case $_d in
       *"$NL"* | */../* | */.. | */./* | */.) ;;
       /*) continue ;;
     esac
-    jm_log err "the job map dir and the textfile dir must be absolute paths without . or .. (check /etc/vigil/jobmap.conf and VIGIL_JOBMAP_DIR/VIGIL_TEXTFILE_DIR); nothing written"
+    jm_log err "the job map dir, the textfile dir and the GRES map must be absolute paths without . or .. (check /etc/vigil/jobmap.conf and VIGIL_JOBMAP_DIR/VIGIL_TEXTFILE_DIR/VIGIL_JOBMAP_GRES_MAP); nothing written"
     return 1
   done
   case $JM_LOCK_TIMEOUT in '' | *[!0-9]* | ?????*) JM_LOCK_TIMEOUT=10 ;; esac
@@ -223,15 +225,16 @@ _jm_break() {
   return 0
 }
 
-# jm_safe_dir DIR WHAT: JM_SAFE, DIR's physical path, when DIR and every directory above it belong
+# jm_safe_dir DIR WHAT [THEN]: JM_SAFE, DIR's physical path, when DIR and every directory above it belong
 # to root and no one else may write to them (one above may be world-writable with the sticky bit,
 # as /tmp, where others cannot rename root's entries), and none has an ACL. Otherwise one log line
-# naming the directory and why, and return 1: a root script never writes where another user could
-# plant links or swap the directory. One ls for the whole path (POSIX long format, LC_ALL=C).
+# naming the directory, why, and THEN (default "nothing written there"), and return 1: a root
+# script never writes, or reads its settings, where another user could plant links or swap the
+# directory. One ls for the whole path (POSIX long format, LC_ALL=C).
 jm_safe_dir() {
-  JM_SAFE='' _sw=$2
+  JM_SAFE='' _sw=$2 _sthen=${3:-nothing written there}
   if ! cd -P "$1" 2>/dev/null; then
-    jm_log err "job $JM_JOB: cannot enter $_sw $1; nothing written there"
+    jm_log err "job $JM_JOB: cannot enter $_sw $1; $_sthen"
     return 1
   fi
   _sp=$PWD
@@ -272,9 +275,9 @@ jm_safe_dir() {
     fi
     if [ -n "$_why" ]; then
       if [ "$_si" = "$_sn" ]; then
-        jm_log err "job $JM_JOB: $_sw $_sp $_why; nothing written there"
+        jm_log err "job $JM_JOB: $_sw $_sp $_why; $_sthen"
       else
-        jm_log err "job $JM_JOB: $_sw $_sp not used: $_sr above it $_why; nothing written there"
+        jm_log err "job $JM_JOB: $_sw $_sp not used: $_sr above it $_why; $_sthen"
       fi
       return 1
     fi
@@ -282,7 +285,7 @@ jm_safe_dir() {
   done
   IFS=$_sifs
   if [ "$_si" -ne "$_sn" ]; then
-    jm_log err "job $JM_JOB: cannot list $_sw $_sp and the directories above it; nothing written there"
+    jm_log err "job $JM_JOB: cannot list $_sw $_sp and the directories above it; $_sthen"
     return 1
   fi
   JM_SAFE=$_sp
@@ -354,6 +357,94 @@ jm_gpus() {
   done
   IFS=$_ifs
   return 0
+}
+
+# jm_gres_map: JM_GRES, Slurm's GPU index -> job map file name (" 0=0.1 1=0.2 2=1"), from the GRES
+# map JM_GRES_MAP that the role writes from slurm_jobmap_gres_devices on nodes with MIG: one
+# "<Slurm GPU index> <gpu>[.<GPU instance id>]" a line, # comments and blank lines ignored. Slurm
+# hands a prolog MIG slices as plain GRES indices; dcgm-exporter tags a MIG instance's series only
+# from the file <gpu>.<GPU instance id>. No file (or one without entries): Slurm's indices are GPU
+# indices, JM_GRES empty. The file must be a regular file of root's that no one else may write, in a
+# dir only root can change, and every line must parse (each index once; a name may repeat: the
+# compute instances of one GPU instance are separate Slurm devices, one job map file); otherwise
+# one log line and return 1, and the caller maps no GPU: a wrong map would tag other jobs' series.
+jm_gres_map() {
+  JM_GRES=''
+  [ -e "$JM_GRES_MAP" ] || [ -h "$JM_GRES_MAP" ] || return 0
+  _gf=${JM_GRES_MAP##*/} _gd=${JM_GRES_MAP%/*}
+  jm_safe_dir "${_gd:-/}" 'the GRES map dir' 'no GPU mapped' || return 1
+  _gp=${JM_SAFE%/}/$_gf
+  _gl=$(ls -ldn -- "$_gp" 2>/dev/null) || _gl=
+  # shellcheck disable=SC2086 # split into ls's fields on purpose (globbing is off)
+  set -- $_gl
+  case ${1:-}:${3:-} in
+    -????[!w]??[!w]?:0 | -????[!w]??[!w]?.:0) ;;
+    *)
+      jm_log err "job $JM_JOB: the GRES map $_gp is not a regular file that only root can write (a link, another owner, group- or world-writable, or an ACL); no GPU mapped"
+      return 1
+      ;;
+  esac
+  _gn=0 _ln=0 _gbad=''
+  while IFS= read -r _l || [ -n "$_l" ]; do
+    _ln=$((_ln + 1))
+    case $_l in '' | '#'*) continue ;; esac
+    # shellcheck disable=SC2086 # split into fields on purpose (globbing is off)
+    set -- $_l
+    _gbad=$_ln
+    [ $# -eq 2 ] || break
+    _jm_num "$1" || break
+    _gi=$_jm_n
+    case $2 in
+      *.*.* | .* | *.) break ;;
+      *.*)
+        _jm_num "${2%.*}" || break
+        _gg=$_jm_n
+        _jm_num "${2#*.}" || break
+        _gg=$_gg.$_jm_n
+        ;;
+      *)
+        _jm_num "$2" || break
+        _gg=$_jm_n
+        ;;
+    esac
+    case "$JM_GRES " in *" $_gi="*) break ;; esac
+    _gn=$((_gn + 1))
+    [ "$_gn" -le 1024 ] || break
+    JM_GRES="$JM_GRES $_gi=$_gg"
+    _gbad=''
+  done <"$_gp" 2>/dev/null
+  [ -n "$_gbad" ] || return 0
+  JM_GRES=''
+  jm_log err "job $JM_JOB: line $_gbad of the GRES map $_gp is not \"<Slurm GPU index> <gpu>[.<GPU instance id>]\" (or repeats an index); no GPU mapped"
+  return 1
+}
+
+# jm_gres_apply: JM_GPUS with each Slurm GPU index replaced by its job map file name from JM_GRES
+# (names given as <gpu>.<instance> already stay); indices the map lacks are left out and listed in
+# JM_GRES_MISSING.
+jm_gres_apply() {
+  JM_GRES_MISSING=''
+  [ -n "$JM_GRES" ] || return 0
+  _go=''
+  for _g in $JM_GPUS; do
+    case $_g in
+      *.*) _gr=$_g ;;
+      *)
+        case "$JM_GRES " in
+          *" $_g="*)
+            _gr=${JM_GRES#*" $_g="}
+            _gr=${_gr%% *}
+            ;;
+          *)
+            JM_GRES_MISSING="$JM_GRES_MISSING $_g"
+            continue
+            ;;
+        esac
+        ;;
+    esac
+    case " $_go " in *" $_gr "*) ;; *) _go=${_go:+$_go }$_gr ;; esac
+  done
+  JM_GPUS=$_go
 }
 
 # _jm_num DIGITS: _jm_n, DIGITS without leading zeros (at most 4 digits: GPU and MIG indices).
@@ -524,14 +615,21 @@ if ! jm_jobid; then
 fi
 jm_textfile_path
 
-# 2 the job map: only GPUs named by index; anything else in the list is logged, never written
+# 2 the job map: only GPUs named by index (Slurm's, through the GRES map where MIG is used);
+#   anything else in the list is logged, never written
 if ! jm_gpus; then
   jm_log warning "job $JM_JOB: $JM_GPUS_FROM is not a list of GPU indices; no GPU mapped"
 elif [ -z "$JM_GPUS" ]; then
   jm_log info "job $JM_JOB: no GPUs (SLURM_JOB_GPUS and CUDA_VISIBLE_DEVICES empty); no GPU mapped"
-elif jm_dir "$JM_DIR" && jm_safe_dir "$JM_DIR" 'the job map dir'; then
-  JM_DIR=$JM_SAFE
-  jm_lock && jm_map_add
+elif jm_gres_map; then
+  jm_gres_apply
+  if [ -n "$JM_GRES_MISSING" ]; then
+    jm_log warning "job $JM_JOB: Slurm GPU index(es)$JM_GRES_MISSING not in the GRES map $JM_GRES_MAP; not mapped"
+  fi
+  if [ -n "$JM_GPUS" ] && jm_dir "$JM_DIR" && jm_safe_dir "$JM_DIR" 'the job map dir'; then
+    JM_DIR=$JM_SAFE
+    jm_lock && jm_map_add
+  fi
 fi
 
 # 3 the job's info for node_exporter

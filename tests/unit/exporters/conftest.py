@@ -24,6 +24,7 @@ def make_sim(tmp_path: Path, clock: FakeClock) -> Callable[..., GpuSimulator]:
         kw.setdefault("faults_file", str(tmp_path / "faults.json"))
         kw.setdefault("power_noise_w", 0.0)
         kw.setdefault("seed", 7)
+        kw.setdefault("uptime_s", 86400.0)
         return GpuSimulator(SimConfig(**kw), clock=clock)  # type: ignore[arg-type]
 
     (tmp_path / "jobmap").mkdir()

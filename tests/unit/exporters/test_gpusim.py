@@ -15,6 +15,7 @@ from vigil.exporters._http import make_server
 from vigil.exporters.gpusim import faults as faults_mod
 from vigil.exporters.gpusim.fields import FIELDS
 from vigil.exporters.gpusim.jobmap import read_jobmap
+from vigil.exporters.gpusim.sim import MIN_UPTIME_S, SimConfig, boot_energy_mj
 
 #: names and types as dcgm-exporter's counters CSV declares them (etc/default-counters.csv, 4.x)
 DCGM_TYPES = {
@@ -132,37 +133,59 @@ def test_job_map_names_and_lines_as_dcgm_exporter(tmp_path):
     assert read_jobmap(str(tmp_path / "absent")) == {}
 
 
-def test_mig_file_makes_gpu_busy_but_labels_only_mig_series(make_sim, tmp_path):
-    _write(tmp_path / "jobmap", "1.0", "77\n")
+def test_mig_file_on_a_whole_gpu_changes_nothing(make_sim, tmp_path):
+    _write(tmp_path / "jobmap", "1.0", "77\n")  # GPU 1 is not in MIG mode: no instance 1.0 to tag
     text = make_sim().scrape()
     g1 = _by_gpu(text, "DCGM_FI_DEV_POWER_USAGE")["1"]
-    assert len(g1) == 1 and "hpc_job" not in g1[0][0]  # the whole-GPU series is not a MIG series
-    assert g1[0][1] == 350.0
+    assert len(g1) == 1 and "hpc_job" not in g1[0][0] and g1[0][1] == 60.0
+
+
+def test_energy_starts_at_a_since_boot_value(make_sim, clock):
+    """DCGM's counter is mJ since the driver loaded: a large first sample, fixed per host and GPU."""
+    sim = make_sim(idle_power_w=60.0, uptime_s=86400.0)
+    first = {g: v for g, [(_, v)] in _by_gpu(sim.scrape(), "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION").items()}
+    assert first == {str(g.index): int(boot_energy_mj(sim.cfg, g.index)) for g in sim.gpus}
+    # idle power x uptime, and up to a quarter more for the work done before
+    assert all(60 * 86400 * 1000 <= v < 1.25 * 60 * 86400 * 1000 for v in first.values())
+    assert len(set(first.values())) == 4  # not one value for every GPU
+    again = make_sim(idle_power_w=60.0, uptime_s=86400.0).scrape()
+    assert _series(again, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION") == _series(
+        sim.scrape(), "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+    )
+    other = make_sim(hostname="gpu02", idle_power_w=60.0, uptime_s=86400.0).scrape()
+    assert {v for _, v in _series(other, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")}.isdisjoint(first.values())
+    # VictoriaMetrics' increase() takes a new series' first sample as its base only when it is at
+    # least 10x the next delta: a job series' first sample here is far beyond a busy interval's
+    busy_15s_mj = 360 * 15 * 1000
+    assert min(first.values()) > 10 * (busy_15s_mj + 1)
+    # the uptime comes from the host when not given, at least an hour
+    assert SimConfig(hostname="h").uptime_s >= MIN_UPTIME_S
 
 
 def test_energy_integrates_power_exactly(make_sim, tmp_path, clock):
     jm = tmp_path / "jobmap"
     sim = make_sim(busy_power_w=350.0, idle_power_w=60.0)
+    boot = {g.index: int(boot_energy_mj(sim.cfg, g.index)) for g in sim.gpus}
 
     def energy(gpu: str) -> float:
-        return _by_gpu(sim.scrape(), "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")[gpu][0][1]
+        return _by_gpu(sim.scrape(), "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")[gpu][0][1] - boot[int(gpu)]
 
     assert energy("0") == 0
     clock.advance(10.0)  # idle: 60 W
     _write(jm, "0", "42\n")
     assert energy("0") == 600_000  # mJ
     clock.advance(7.25)  # allocated: 350 W
-    (jm / "0").unlink()
+    (jm / "0").write_text("")  # emptied by the epilog: no job
     assert energy("0") == 600_000 + 350 * 7.25 * 1000
     clock.advance(2.5)
     assert energy("0") == 600_000 + 2_537_500 + 150_000
-    assert energy("1") == 60 * 19.75 * 1000
+    assert abs(energy("1") - 60 * 19.75 * 1000) <= 1
 
 
 def test_energy_with_noise_is_the_sum_of_shown_powers(make_sim, tmp_path, clock):
     _write(tmp_path / "jobmap", "3", "1\n")
     sim = make_sim(power_noise_w=25.0, seed=3)
-    expected = 0.0
+    expected = boot_energy_mj(sim.cfg, 3)
     powers = set()
     for dt in (1.0, 2.5, 0.75, 4.0, 3.3):
         text = sim.scrape()

@@ -62,6 +62,11 @@ class JobMapRun:
         return self.base / "syslog.txt"
 
     @property
+    def gres_map(self) -> Path:
+        """The GRES map the scripts read here (absent unless a test writes it)."""
+        return self.base / "gres map" / "jobmap-gres.conf"
+
+    @property
     def bin_dir(self) -> Path:
         return self.base / "bin"
 
@@ -69,6 +74,7 @@ class JobMapRun:
         self.map_dir.mkdir(parents=True, exist_ok=True)
         self.tf_dir.mkdir(parents=True, exist_ok=True)
         self.bin_dir.mkdir(exist_ok=True)
+        self.gres_map.parent.mkdir(exist_ok=True)
         logger = self.bin_dir / "logger"
         logger.write_text(FAKE_LOGGER)
         logger.chmod(0o755)
@@ -80,6 +86,7 @@ class JobMapRun:
             "VIGIL_JOBMAP_DIR": str(self.map_dir),
             "VIGIL_TEXTFILE_DIR": str(self.tf_dir),
             "VIGIL_JOBMAP_CONF": str(self.base / "no-such.conf"),
+            "VIGIL_JOBMAP_GRES_MAP": str(self.gres_map),
             "JM_FAKE_LOG": str(self.log_file),
         }
         env.update(extra)
@@ -114,7 +121,12 @@ class JobMapRun:
         return cp
 
     def job_map(self) -> dict[str, str]:
-        """GPU file name -> content; the lock and staging entries (dot names) are not part of it."""
+        """GPU file name -> content, for the files that map a job: an empty file maps none (dcgm-exporter
+        leaves its series unlabelled), and the lock and staging entries (dot names) are not part of it."""
+        return {name: text for name, text in self.files().items() if text}
+
+    def files(self) -> dict[str, str]:
+        """Every GPU file name -> content, the empty ones (left by epilogs) included."""
         if not self.map_dir.is_dir():
             return {}
         return {p.name: p.read_text() for p in sorted(self.map_dir.iterdir()) if not p.name.startswith(".")}

@@ -32,7 +32,7 @@ def test_epilog_removes_exact_lines_only(make_jobmap, shell) -> None:
     for job in (12, 123):
         (jm.tf_dir / f"slurm_job_{job}.prom").write_bytes(info_line(str(job)))
     jm.epilog(12, "0")  # its GPU list need not match: every file is cleaned
-    assert jm.job_map() == {"0": "123\n112\n1234\n", "2": "123\n", "3": "not-a-job\n", "1.1": "4\n"}
+    assert jm.files() == {"0": "123\n112\n1234\n", "1": "", "2": "123\n", "3": "not-a-job\n", "1.1": "4\n"}
     assert jm.textfiles() == {"slurm_job_123.prom": info_line("123")}
     assert jm.log() == [] and jm.leftovers() == []
 
@@ -53,8 +53,13 @@ def test_sharing_then_epilogs(make_jobmap) -> None:
     jm.epilog(1, "0,1")
     assert jm.job_map() == {"1": "2\n"}
     jm.epilog(2, "1")
-    assert jm.job_map() == {}  # empty files are removed
+    # emptied, never removed: a dcgm-exporter scrape that listed the dir a moment before must find
+    # every file it listed (one it cannot open fails the whole scrape with HTTP 500)
+    assert jm.files() == {"0": "", "1": ""}
+    assert all((jm.map_dir / g).stat().st_mode & 0o7777 == 0o644 for g in ("0", "1"))
     assert jm.textfiles() == {} and jm.leftovers() == []
+    jm.prolog(3, "1", **BASE)  # an empty file takes the next job as a missing one would
+    assert jm.files() == {"0": "", "1": "3\n"}
 
 
 def test_epilog_without_job_map_dir(make_jobmap) -> None:
