@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     from vigil.installer.cli import deploy as deploy_cli
     from vigil.installer.cli import keys as keys_cli
     from vigil.installer.cli import lab as lab_cli
+    from vigil.installer.cli import report as report_cli
     from vigil.installer.cli import trust as trust_cli
     from vigil.installer.cli import tui as tui_cli
 
@@ -61,7 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="print tracebacks on failure")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for module in (keys_cli, trust_cli, bundle_cli, deploy_cli, lab_cli, audit_cli, demo_cli, tui_cli):
+    for module in (
+        keys_cli, trust_cli, bundle_cli, deploy_cli, lab_cli, report_cli, audit_cli, demo_cli, tui_cli
+    ):
         module.register(sub)
     return parser
 

@@ -41,12 +41,23 @@ from vigil.installer.ops.keys import (
     sign_trust,
 )
 from vigil.installer.ops.lab import lab_down, lab_fault, lab_job, lab_status, lab_up
+from vigil.installer.ops.report import (
+    Generated,
+    report_energy,
+    report_export,
+    report_list,
+    report_show,
+    report_usage,
+    report_verify,
+    resolve_vm,
+)
 
 __all__ = [
     "Built",
     "Bytes",
     "Event",
     "EventSink",
+    "Generated",
     "Invocation",
     "NewKey",
     "Split",
@@ -76,6 +87,13 @@ __all__ = [
     "lock_channel",
     "plan_deploy",
     "record",
+    "report_energy",
+    "report_export",
+    "report_list",
+    "report_show",
+    "report_usage",
+    "report_verify",
+    "resolve_vm",
     "resolve_trust",
     "show_key",
     "show_trust",

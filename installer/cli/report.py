@@ -1,0 +1,234 @@
+"""`vigil report` subcommands: usage, energy, list, show, verify, export."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from vigil.basics.errors import UsageError
+from vigil.installer import ops
+from vigil.installer.cli._output import ok, showing_progress
+
+FORMATS = ("json", "csv")
+
+
+def _formats(text: str) -> list[str]:
+    chosen = [f.strip().lower() for f in text.split(",") if f.strip()]
+    for f in chosen:
+        if f == "pdf":
+            raise UsageError("--format pdf", "the PDF rendering is not built yet; use json or csv")
+        if f not in FORMATS:
+            raise UsageError(f"--format {f}", f"unknown format (known: {', '.join(FORMATS)})")
+    if not chosen:
+        raise UsageError("--format", "give json, csv or json,csv")
+    return chosen
+
+
+def _vm_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--vm",
+        metavar="URL",
+        default=os.environ.get("VIGIL_VM_URL"),
+        help="VictoriaMetrics to read (default $VIGIL_VM_URL, else the monitoring host of the last "
+        "successful `vigil deploy` recorded in the audit log, port victoriametrics_port)",
+    )
+    p.add_argument(
+        "--format",
+        default="json",
+        metavar="LIST",
+        help="what to print the stored path of, comma-separated: json, csv (default json; the JSON's path "
+        "is always the last line). Both are always stored; pdf is not built yet",
+    )
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "report",
+        help="signed usage and energy reports for auditors",
+        description="Usage (GPU-hours and GPU energy per account and user) and energy (Directive (EU) "
+        "2023/1791 Art. 12) reports, read from VictoriaMetrics, written as canonical JSON and CSV, "
+        "signed with the appliance's report key ($VIGIL_HOME/reports/key/, made on first use) in "
+        "minisign's format and stored under $VIGIL_HOME/reports/ by SHA-256. See docs/reports.md.",
+    )
+    rsub = p.add_subparsers(dest="report_command", metavar="SUBCOMMAND", parser_class=type(p))
+    rsub.required = True
+
+    usage = rsub.add_parser(
+        "usage",
+        help="GPU-hours, GPU energy and jobs per account and user over a period",
+        description="Per account and per user: GPU-hours, GPU energy (kWh) and jobs over a period in UTC "
+        "(a job crossing a boundary is split there). Reads the accounting recording rules where they "
+        "cover the period and the raw DCGM and slurm_job_info series where they do not. Nothing is "
+        "stored when VictoriaMetrics cannot be read or holds no GPU data for the period.",
+    )
+    usage.add_argument("--period", metavar="P", help="YYYY-MM, YYYY-Qn or YYYY")
+    usage.add_argument("--from", dest="first", metavar="DAY", help="first day YYYY-MM-DD (with --to)")
+    usage.add_argument("--to", dest="last", metavar="DAY", help="last day YYYY-MM-DD, included")
+    usage.add_argument("--account", metavar="A", help="only this account")
+    usage.add_argument(
+        "--allocations",
+        metavar="FILE",
+        type=Path,
+        help="YAML `accounts: {ACCOUNT: awarded GPU-hours}`: adds awarded and balance per account",
+    )
+    _vm_option(usage)
+    usage.set_defaults(func=usage_handler, action="report.usage")
+
+    energy = rsub.add_parser(
+        "energy",
+        help="the data centre's yearly energy report (EED Article 12)",
+        description="E_IT and E_DC from the meters site.yaml names (counter resets counted), the declared "
+        "values, PUE, WUE, ERF and REF, each with its legal reference, and `missing`: every mandatory "
+        "field site.yaml does not give. With --strict, any missing field fails and nothing is stored.",
+    )
+    energy.add_argument("--year", required=True, metavar="YYYY", help="the calendar year (UTC)")
+    energy.add_argument(
+        "--site", required=True, type=Path, metavar="FILE", help="site.yaml (docs/reports.md)"
+    )
+    energy.add_argument("--strict", action="store_true", help="fail when a mandatory field is missing")
+    _vm_option(energy)
+    energy.set_defaults(func=energy_handler, action="report.energy")
+
+    lst = rsub.add_parser(
+        "list",
+        help="list stored reports",
+        description="One line per generation from $VIGIL_HOME/reports/index.jsonl: id, kind, period, "
+        "when generated, key.",
+    )
+    lst.set_defaults(func=list_handler, action="report.list")
+
+    show = rsub.add_parser(
+        "show",
+        help="print a stored report's JSON",
+        description="Print the canonical JSON of a stored report.",
+    )
+    show.add_argument("id", metavar="ID", help="the report's SHA-256 or a unique prefix (6+ hex digits)")
+    show.set_defaults(func=show_handler, action="report.show")
+
+    verify = rsub.add_parser(
+        "verify",
+        help="check a report file's signature",
+        description="Check FILE against FILE.minisig with the report public key: the signature, that FILE "
+        "is canonical JSON, and that the signature names its SHA-256. `minisign -V -m FILE -x "
+        "FILE.minisig -p report.pub` checks the signature without vigil.",
+    )
+    verify.add_argument("file", metavar="FILE", type=Path, help="report.json")
+    verify.add_argument(
+        "--pub", type=Path, metavar="PUB", help="report public key (default: this appliance's own)"
+    )
+    verify.set_defaults(func=verify_handler, action="report.verify")
+
+    exp = rsub.add_parser(
+        "export",
+        help="copy a report with its signatures, public key and a README",
+        description="Write report.json, report.csv, their .minisig files, report.pub and README.txt (the "
+        "verification commands) into the new directory DIR.",
+    )
+    exp.add_argument("id", metavar="ID", help="the report's SHA-256 or a unique prefix")
+    exp.add_argument("--out", metavar="DIR", type=Path, required=True, help="directory to create")
+    exp.set_defaults(func=export_handler, action="report.export")
+
+
+def _finish(gen: ops.Generated, formats: list[str], table: list[str]) -> int:
+    for line in table:
+        print(line)
+    s = gen.stored
+    state = "stored" if s.new else "already stored (same data)"
+    ok(f"{s.kind} report {s.label}", f"sha256 {s.sha256}, {state}, signed by key {gen.key_id}")
+    if "csv" in formats:
+        print(s.csv_path)
+    print(s.json_path)  # always the last line
+    return 0
+
+
+def _fmt(value: Any) -> str:
+    return "-" if value is None else f"{value:,.2f}" if isinstance(value, float) else str(value)
+
+
+def usage_table(doc: dict[str, Any]) -> list[str]:
+    lines = [f"usage {doc['period']['label']} ({doc['period']['start']} .. {doc['period']['end']})"]
+    head = f"{'account':<20} {'user':<16} {'GPU-hours':>12} {'GPU kWh':>12} {'jobs':>6}"
+    alloc = "allocations" in doc
+    lines.append(head + (f" {'awarded':>12} {'balance':>12}" if alloc else ""))
+    for a in doc["accounts"]:
+        figures = f"{_fmt(a['gpu_hours']):>12} {_fmt(a['gpu_energy_kwh']):>12} {a['jobs']:>6}"
+        line = f"{a['account']:<20} {'':<16} {figures}"
+        if alloc:
+            line += f" {_fmt(a['awarded_gpu_hours']):>12} {_fmt(a['balance_gpu_hours']):>12}"
+        lines.append(line)
+        for u in a["users"]:
+            figures = f"{_fmt(u['gpu_hours']):>12} {_fmt(u['gpu_energy_kwh']):>12} {u['jobs']:>6}"
+            lines.append(f"{'':<20} {u['user']:<16} {figures}")
+    t = doc["totals"]
+    lines.append(
+        f"{'total':<20} {'':<16} {_fmt(t['gpu_hours']):>12} {_fmt(t['gpu_energy_kwh']):>12} {t['jobs']:>6}"
+    )
+    src = doc["source"]
+    lines.append(
+        f"hours: {src['recorded_hours']} from recording rules, {src['raw_hours']} from raw series, "
+        f"{src['hours_without_data']} without data"
+    )
+    return lines
+
+
+def usage_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
+    formats = _formats(args.format)
+    with showing_progress(inv, steps="... ", bars=False):
+        gen = ops.report_usage(
+            inv,
+            period=args.period,
+            first=args.first,
+            last=args.last,
+            account=args.account,
+            allocations=args.allocations,
+            vm=args.vm,
+        )
+    return _finish(gen, formats, usage_table(gen.doc))
+
+
+def energy_table(doc: dict[str, Any]) -> list[str]:
+    lines = [f"energy {doc['period']['label']}"]
+    for key, item in doc["kpis"].items():
+        lines.append(f"  {key:<30} {_fmt(item['value']):>16} {item['unit']:<6} {item['source']}")
+    for key, item in doc["indicators"].items():
+        lines.append(f"  {key:<30} {_fmt(item['value']):>16} {item['unit']}")
+    if doc["missing"]:
+        lines.append("missing: " + ", ".join(m["field"] for m in doc["missing"]))
+    return lines
+
+
+def energy_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
+    formats = _formats(args.format)
+    with showing_progress(inv, steps="... ", bars=False):
+        gen = ops.report_energy(inv, year=args.year, site=args.site, vm=args.vm, strict=args.strict)
+    return _finish(gen, formats, energy_table(gen.doc))
+
+
+def list_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
+    for e in ops.report_list(inv):
+        print(f"{e['sha256'][:12]}  {e['kind']:<6} {e['period']:<24} {e['generated']}  key {e['key_id']}")
+    return 0
+
+
+def show_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
+    _, data = ops.report_show(inv, args.id)
+    sys.stdout.write(data.decode() + "\n")
+    return 0
+
+
+def verify_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
+    v = ops.report_verify(inv, args.file, pub=args.pub)
+    ok(str(v.path), f"{v.kind} report {v.label}, sha256 {v.sha256}, signed by key {v.key_id}")
+    return 0
+
+
+def export_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
+    out = ops.report_export(inv, args.id, args.out)
+    ok(
+        f"report {args.id}",
+        f"exported to {out} (verify: minisign -V -m report.json -x report.json.minisig -p report.pub)",
+    )
+    return 0

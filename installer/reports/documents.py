@@ -1,0 +1,270 @@
+"""The report documents: plain JSON values, the exact content that is made canonical and signed.
+
+No generation time is inside (it is in the store's index and the audit record): the same period,
+data and inputs give the same document, byte for byte, whenever it is generated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vigil.installer import __version__
+from vigil.installer.reports.energy import MeterReading
+from vigil.installer.reports.errors import ReportInputError
+from vigil.installer.reports.fields import FieldList
+from vigil.installer.reports.numbers import fixed
+from vigil.installer.reports.period import Period
+from vigil.installer.reports.site import MAX_NUMBER, Site
+from vigil.installer.reports.usage import Usage
+
+FORMAT = 1
+J_PER_KWH = 3.6e6
+
+
+def generator() -> str:
+    return f"vigil {__version__}"
+
+
+def load_allocations(path: Path, period: Period) -> tuple[dict[str, float], str]:
+    """``--allocations FILE``: awarded GPU-hours per account for the period, and the file's SHA-256.
+
+    ::
+
+        period: 2026-10          # optional; when given it must be the report's period
+        accounts:
+          physics: 1200          # GPU-hours awarded
+    """
+    where = str(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ReportInputError(where, f"cannot read: {exc.strerror or exc}") from None
+    if len(data) > 1 << 20:
+        raise ReportInputError(where, "larger than 1 MiB")
+    try:
+        doc = yaml.safe_load(data.decode("utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ReportInputError(where, f"not YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("accounts"), dict):
+        raise ReportInputError(where, "must be a mapping with `accounts:` (account: awarded GPU-hours)")
+    for key in doc:
+        if key not in ("period", "accounts"):
+            raise ReportInputError(f"{where}: {key}", "unknown key (known: period, accounts)")
+    if "period" in doc and str(doc["period"]) != period.label:
+        raise ReportInputError(f"{where}: period", f"is {doc['period']}, not the report's {period.label}")
+    awarded: dict[str, float] = {}
+    for account, value in doc["accounts"].items():
+        key = f"accounts.{account}"
+        if not isinstance(account, str) or not account or len(account) > 256:
+            raise ReportInputError(f"{where}: {key}", "account names are text of 1 to 256 characters")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_NUMBER:
+            raise ReportInputError(
+                f"{where}: {key}", f"must be a number of GPU-hours (0 to 1e15), not {value!r}"
+            )
+        if value != value:  # NaN
+            raise ReportInputError(f"{where}: {key}", "must be a number, not NaN")
+        awarded[account] = float(value)
+    return awarded, hashlib.sha256(data).hexdigest()
+
+
+def usage_document(
+    usage: Usage,
+    *,
+    vm_url: str,
+    account: str | None = None,
+    allocations: dict[str, float] | None = None,
+    allocations_sha256: str | None = None,
+) -> dict[str, Any]:
+    by_account: dict[str, list[tuple[str, float, float, int]]] = {}
+    for acct, user in usage.pairs():
+        by_account.setdefault(acct, []).append(
+            (
+                user,
+                usage.gpu_hours.get((acct, user), 0.0),
+                usage.joules.get((acct, user), 0.0),
+                len(usage.jobs.get((acct, user), ())),
+            )
+        )
+    if allocations:
+        for acct in allocations:
+            if account is None or acct == account:
+                by_account.setdefault(acct, [])
+    if account is not None and account not in by_account:
+        raise ReportInputError(
+            f"account {account}", f"has no GPU usage in {usage.period.label} (nothing was stored)"
+        )
+    accounts = []
+    total_h = total_j = 0.0
+    total_jobs = 0
+    for acct in sorted(by_account):
+        users = sorted(by_account[acct])
+        hours = sum(u[1] for u in users)
+        joules = sum(u[2] for u in users)
+        jobs = len({j for (a, _), ids in usage.jobs.items() if a == acct for j in ids})
+        total_h, total_j, total_jobs = total_h + hours, total_j + joules, total_jobs + jobs
+        row: dict[str, Any] = {
+            "account": acct,
+            "gpu_hours": fixed(hours, "gpu_hours"),
+            "gpu_energy_kwh": fixed(joules / J_PER_KWH, "kwh"),
+            "jobs": jobs,
+            "users": [
+                {
+                    "user": user,
+                    "gpu_hours": fixed(h, "gpu_hours"),
+                    "gpu_energy_kwh": fixed(j / J_PER_KWH, "kwh"),
+                    "jobs": n,
+                }
+                for user, h, j, n in users
+            ],
+        }
+        if allocations is not None:
+            awarded = allocations.get(acct)
+            row["awarded_gpu_hours"] = None if awarded is None else fixed(awarded, "gpu_hours")
+            row["balance_gpu_hours"] = None if awarded is None else fixed(awarded - hours, "gpu_hours")
+        accounts.append(row)
+    doc: dict[str, Any] = {
+        "format": FORMAT,
+        "kind": "usage",
+        "generator": generator(),
+        "period": usage.period.to_json(),
+        "filter": {"account": account},
+        "units": {"gpu_hours": "GPU-hours", "gpu_energy_kwh": "kWh"},
+        "source": {
+            "victoriametrics": vm_url,
+            "hours": usage.period.hours,
+            "recorded_hours": usage.recorded_hours,
+            "raw_hours": usage.raw_hours,
+            "hours_without_data": usage.hours_without_data,
+            "raw_partial_hour_s": usage.raw_tail_s,
+        },
+        "accounts": accounts,
+        "totals": {
+            "gpu_hours": fixed(total_h, "gpu_hours"),
+            "gpu_energy_kwh": fixed(total_j / J_PER_KWH, "kwh"),
+            "jobs": total_jobs,
+        },
+    }
+    if allocations is not None:
+        doc["allocations"] = {"sha256": allocations_sha256}
+    return doc
+
+
+def energy_document(
+    *,
+    site: Site,
+    fields: FieldList,
+    period: Period,
+    readings: dict[str, list[MeterReading]],
+    gpu: Usage | None,
+    gpu_monthly_joules: dict[str, float],
+    gpu_note: str | None,
+    vm_url: str,
+) -> dict[str, Any]:
+    missing: list[dict[str, str]] = []
+    information = {}
+    for f in fields.information:
+        if f.key in site.information:
+            information[f.key] = {"value": site.information[f.key], "reference": f.reference}
+        elif f.mandatory:
+            missing.append({"field": f.key, "reference": f.reference})
+    values: dict[str, float] = {}
+    kpis: dict[str, Any] = {}
+    for k in fields.kpis:
+        if k.source == "measured":
+            got = readings.get(k.meter or "")
+            if got is None:
+                if k.mandatory:
+                    missing.append(
+                        {"field": k.key, "reference": k.reference, "site_key": f"meters.{k.meter}"}
+                    )
+                continue
+            values[k.key] = sum(r.kwh for r in got)
+        else:
+            if k.key not in site.declared:
+                if k.mandatory:
+                    where = k.site_key or f"declared.{k.key}"
+                    missing.append({"field": k.key, "reference": k.reference, "site_key": where})
+                continue
+            values[k.key] = site.declared[k.key]
+        kpis[k.key] = {
+            "value": fixed(values[k.key], "kwh" if k.unit == "kWh" else "declared"),
+            "unit": k.unit,
+            "source": k.source,
+            "reference": k.reference,
+        }
+    indicators: dict[str, Any] = {}
+    for ind in fields.indicators:
+        entry: dict[str, Any] = {"unit": ind.unit, "reference": ind.reference, "formula": ind.title}
+        num, den = values.get(ind.numerator), values.get(ind.denominator)
+        if num is None or den is None:
+            entry["value"] = None
+            entry["missing"] = [n for n, v in ((ind.numerator, num), (ind.denominator, den)) if v is None]
+        elif den == 0:
+            entry["value"] = None
+            entry["undefined"] = f"{ind.denominator} is 0"
+        else:
+            entry["value"] = fixed(num * ind.factor / den, ind.decimals)
+        indicators[ind.key] = entry
+    meters = {
+        name: [
+            {
+                "selector": r.meter.selector,
+                "unit": r.meter.unit,
+                "series": r.series,
+                "resets": r.resets,
+                "kwh": fixed(r.kwh, "kwh"),
+                "coverage": fixed(min(r.covered_s / max(period.end - period.start, 1), 1.0), "ratio"),
+            }
+            for r in got
+        ]
+        for name, got in sorted(readings.items())
+    }
+    months = [m.label for m in period.months()]
+    monthly = []
+    for label in months:
+        row: dict[str, Any] = {"month": label}
+        for k in fields.kpis:
+            if k.meter and k.meter in readings:
+                row[k.key] = fixed(sum(r.monthly_kwh.get(label, 0.0) for r in readings[k.meter]), "kwh")
+        if gpu is not None:
+            row["gpu_energy_kwh"] = fixed(gpu_monthly_joules.get(label, 0.0) / J_PER_KWH, "kwh")
+        monthly.append(row)
+    operator: dict[str, Any] = {"monthly": monthly}
+    if gpu is None:
+        operator["gpu"] = None
+        operator["gpu_note"] = gpu_note
+    else:
+        per_account: dict[str, float] = {}
+        for (acct, _), joules in gpu.joules.items():
+            per_account[acct] = per_account.get(acct, 0.0) + joules
+        gpu_kwh = gpu.cluster_joules / J_PER_KWH
+        it = values.get("it_energy_kwh")
+        operator["gpu"] = {
+            "gpu_energy_kwh": fixed(gpu_kwh, "kwh"),
+            "gpu_energy_kwh_by_account": [
+                {"account": a, "gpu_energy_kwh": fixed(j / J_PER_KWH, "kwh")}
+                for a, j in sorted(per_account.items())
+            ],
+            "gpu_share_of_it_energy": fixed(gpu_kwh / it, "ratio") if it else None,
+            "recorded_hours": gpu.recorded_hours,
+            "raw_hours": gpu.raw_hours,
+            "hours_without_data": gpu.hours_without_data,
+        }
+    return {
+        "format": FORMAT,
+        "kind": "energy",
+        "generator": generator(),
+        "act": fields.act,
+        "period": period.to_json(),
+        "source": {"victoriametrics": vm_url},
+        "site": information,
+        "kpis": kpis,
+        "indicators": indicators,
+        "missing": missing,
+        "meters": meters,
+        "operator": operator,
+    }

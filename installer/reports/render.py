@@ -1,0 +1,74 @@
+"""Renderings of a report document for people: CSV (a pure function of the signed JSON)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+#: a cell starting with one of these is a formula to a spreadsheet (CSV injection); it is written
+#: with a leading apostrophe, which spreadsheets show as text
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return "'" + value if value.startswith(_FORMULA) else value
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _csv(rows: list[list[Any]]) -> bytes:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    for row in rows:
+        writer.writerow([_cell(v) for v in row])
+    return out.getvalue().encode()
+
+
+def usage_csv(doc: dict[str, Any]) -> bytes:
+    """One row per account (``user`` empty) and one per user under it."""
+    alloc = "allocations" in doc
+    head = ["period", "account", "user", "gpu_hours", "gpu_energy_kwh", "jobs"]
+    if alloc:
+        head += ["awarded_gpu_hours", "balance_gpu_hours"]
+    rows: list[list[Any]] = [head]
+    label = doc["period"]["label"]
+    for acct in doc["accounts"]:
+        row = [label, acct["account"], "", acct["gpu_hours"], acct["gpu_energy_kwh"], acct["jobs"]]
+        rows.append(row + ([acct["awarded_gpu_hours"], acct["balance_gpu_hours"]] if alloc else []))
+        for user in acct["users"]:
+            row = [
+                label,
+                acct["account"],
+                user["user"],
+                user["gpu_hours"],
+                user["gpu_energy_kwh"],
+                user["jobs"],
+            ]
+            rows.append(row + (["", ""] if alloc else []))
+    return _csv(rows)
+
+
+def energy_csv(doc: dict[str, Any]) -> bytes:
+    """``section, field, value, unit, source, reference`` rows: information, KPIs, indicators, missing,
+    then the monthly trend."""
+    rows: list[list[Any]] = [["section", "field", "value", "unit", "source", "reference"]]
+    for key, item in doc["site"].items():
+        rows.append(["information", key, item["value"], "", "declared", item["reference"]])
+    for key, item in doc["kpis"].items():
+        rows.append(["kpi", key, item["value"], item["unit"], item["source"], item["reference"]])
+    for key, item in doc["indicators"].items():
+        rows.append(["indicator", key, item["value"], item["unit"], "computed", item["reference"]])
+    for item in doc["missing"]:
+        rows.append(["missing", item["field"], "", "", "", item["reference"]])
+    for month in doc["operator"]["monthly"]:
+        for key, value in month.items():
+            if key != "month":
+                rows.append([f"monthly {month['month']}", key, value, "kWh", "measured", ""])
+    return _csv(rows)
+
+
+def render_csv(doc: dict[str, Any]) -> bytes:
+    return usage_csv(doc) if doc.get("kind") == "usage" else energy_csv(doc)

@@ -1,0 +1,102 @@
+"""End to end in the lab (not run in this change's session: the lab was in use): jobs under two
+accounts, then both reports generated from the deployed VictoriaMetrics, verified with vigil and
+with stock minisign, and a one-character edit refused.
+
+Figures: GPU energy per account = 350 W (the simulator's busy power, no noise) x what Slurm ran,
+within 2 %; GPU-hours to within one minute per GPU per job (the accounting rules count GPUs once a
+minute, so short lab jobs cannot be held to 2 % on GPU-hours; energy is exact to a scrape).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.lab.labhttp import VM, query, wait_for
+
+pytestmark = pytest.mark.lab
+
+BUSY_W = 350.0
+#: (account, user, GPUs, seconds)
+JOBS = [("physics", "alice", 2, 240), ("chemistry", "bob", 3, 180)]
+
+
+@pytest.fixture(scope="module")
+def ran(lab: Any, deployed_stack: Any) -> dict[str, Any]:
+    assert deployed_stack.first["ok"] is True, deployed_stack.first
+    jobs = {}
+    for account, user, gpus, seconds in JOBS:
+        argv = [
+            "lab",
+            "job",
+            "--account",
+            account,
+            "--user",
+            user,
+            "--gpus",
+            str(gpus),
+            "--seconds",
+            str(seconds),
+        ]
+        res = deployed_stack.vigil(*argv, "--json", timeout=120)
+        jobs[str(json.loads(res.stdout)["job_id"])] = (account, user, gpus, seconds)
+    ids = "|".join(jobs)
+    wait_for("the jobs to start", lambda: query(f'slurm_job_info{{hpc_job=~"{ids}"}}') or None, 120)
+    time.sleep(max(s for *_, s in JOBS) + 30)
+    wait_for("the jobs to end", lambda: None if query(f'slurm_job_info{{hpc_job=~"{ids}"}}') else True, 180)
+    time.sleep(90)  # the last scrapes, and VictoriaMetrics' latency offset
+    return jobs
+
+
+def vigil_report(deployed_stack: Any, *args: str) -> subprocess.CompletedProcess[str]:
+    return deployed_stack.vigil("report", *args, "--vm", VM, timeout=300)  # type: ignore[no-any-return]
+
+
+def test_usage_report_of_this_month_matches_the_jobs(ran: dict[str, Any], deployed_stack: Any) -> None:
+    month = datetime.now(UTC).strftime("%Y-%m")
+    res = vigil_report(deployed_stack, "usage", "--period", month)
+    path = Path(res.stdout.strip().splitlines()[-1])
+    doc = json.loads(path.read_bytes())
+    got = {a["account"]: a for a in doc["accounts"]}
+    for account, _user, gpus, seconds in JOBS:
+        row = got[account]
+        assert row["gpu_energy_kwh"] == pytest.approx(gpus * seconds * BUSY_W / 3.6e6, rel=0.02), row
+        assert abs(row["gpu_hours"] - gpus * seconds / 3600) <= gpus * 2 / 60, row
+        assert row["jobs"] >= 1
+    pub = deployed_stack.home / "reports" / "key" / "report.pub"
+    minisign = shutil.which("minisign")
+    assert minisign
+    ok = subprocess.run(
+        [minisign, "-V", "-m", str(path), "-x", f"{path}.minisig", "-p", str(pub)], check=False
+    )
+    assert ok.returncode == 0
+    assert deployed_stack.vigil("report", "verify", str(path), timeout=60).returncode == 0
+
+
+def test_energy_report_generates_and_verifies(
+    ran: dict[str, Any], deployed_stack: Any, tmp_path: Path
+) -> None:
+    site = tmp_path / "site.yaml"
+    site.write_text(
+        "name: vigil lab\ninstalled_it_power_kw: 1\nmeters:\n  it_energy:\n"
+        "    - selector: DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION\n      unit: mJ\n"
+        "  total_energy:\n    - selector: DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION\n      unit: mJ\n"
+    )
+    year = datetime.now(UTC).strftime("%Y")
+    res = vigil_report(deployed_stack, "energy", "--year", year, "--site", str(site))
+    path = Path(res.stdout.strip().splitlines()[-1])
+    doc = json.loads(path.read_bytes())
+    assert doc["indicators"]["pue"]["value"] == pytest.approx(1.0, rel=1e-3)
+    assert {m["field"] for m in doc["missing"]} >= {"owner", "water_input_m3"}
+    edited = tmp_path / "report.json"
+    edited.write_bytes(path.read_bytes().replace(b'"pue"', b'"puf"', 1))
+    shutil.copy(f"{path}.minisig", f"{edited}.minisig")
+    bad = deployed_stack.vigil("report", "verify", str(edited), check=False, timeout=60)
+    assert bad.returncode == 1 and bad.stderr.startswith(f"FAIL: {edited}: ")
