@@ -17,6 +17,7 @@ import html.parser
 import io
 import re
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -126,8 +127,11 @@ def _demo(args: argparse.Namespace, inv: Invocation) -> int:
             print(f'  up{{job="{job}", instance="{instance}"}} = {value}')
         _step("9. a GPU fault end to end: a Slurm job on gpu01, its GPU 0 overheats, Alertmanager is told")
         alert = _fault_to_alert(home)
+        month = datetime.now(UTC).strftime("%Y-%m")
+        _step(f"10. this month's GPU usage per account and user, signed for the auditors ({month})")
+        _run(home, "report", "usage", "--period", month)
 
-    _step("10. the audit trail of everything above, hash-chained and signed")
+    _step("11. the audit trail of everything above, hash-chained and signed")
     _run(home, "audit", "show")
     _run(home, "audit", "verify")
 
@@ -157,6 +161,7 @@ def next_commands(home: Path, bundle: Path, *, lab: bool) -> list[str]:
             "lab status",
             f"deploy --inventory {INVENTORY} --check",
             "lab job --account physics --gpus 2 --seconds 120",
+            "report list",
         ]
     return cmds
 
