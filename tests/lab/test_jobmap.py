@@ -310,7 +310,8 @@ def _playbook_vars(lab, tmp_path: Path, extra: str) -> subprocess.CompletedProce
 def test_mig_jobs_tag_their_instances_and_contention_shows(lab, deployed_stack, wired, tmp_path) -> None:
     from tests.lab.labhttp import query, wait_for
 
-    _playbook_vars(lab, tmp_path, "slurm_jobmap_gres_devices=" + MIG_DEVICES)
+    # as JSON: `-e key=[...]` would hand the role a string, not a list
+    _playbook_vars(lab, tmp_path, '{"slurm_jobmap_gres_devices": ' + MIG_DEVICES + "}")
     lab.ssh(
         "gpu01",
         f"mkdir -p {os.path.dirname(MIG_DROPIN)} && "
@@ -364,5 +365,5 @@ def test_mig_jobs_tag_their_instances_and_contention_shows(lab, deployed_stack, 
             f"rm -f {MIG_DROPIN}; systemctl daemon-reload; systemctl restart vigil-gpusim",
             check=False,
         )
-        _playbook_vars(lab, tmp_path, "slurm_jobmap_gres_devices=[]")
+        _playbook_vars(lab, tmp_path, '{"slurm_jobmap_gres_devices": []}')
     assert lab.ssh("gpu01", "test -e /etc/vigil/jobmap-gres.conf", check=False).returncode == 1
