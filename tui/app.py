@@ -86,8 +86,20 @@ class VigilApp(App[None]):
                 yield SystemCommand(f"{screen.LABEL}: {title}", help_text, callback)
 
 
+def load_ansible() -> None:
+    """Import Ansible while the process's own stdout is in place.
+
+    Ansible's colour module calls ``curses.setupterm()`` on ``sys.stdout`` when it is first imported;
+    inside the running app that is Textual's capture, whose file descriptor is -1, and the import
+    fails (a ValueError Ansible does not catch). The inventory check, the pre-flight ping and the
+    deploy all import Ansible on a worker thread, so it is imported here, before the app runs.
+    """
+    import ansible.utils.display  # noqa: F401 - imported for its side effect
+
+
 def make_app(home: Path, operator: str | None = None, *, start: str = "import") -> VigilApp:
     """The app as ``vigil tui`` runs it (and as the tests drive it)."""
+    load_ansible()
     return VigilApp(Session(home=home, operator=operator), start=start)
 
 

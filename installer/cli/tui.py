@@ -7,7 +7,9 @@ from pathlib import Path
 
 from vigil.installer import ops
 
-SCREENS = ("import", "deploy", "audit", "overview")
+#: the screens' names in key order (F2 onwards), as vigil.tui.screens.SCREENS has them; written out so
+#: that `vigil --help` does not import Textual (a test keeps the two equal)
+SCREENS = ("import", "deploy", "audit", "overview", "bundle", "inventory", "reports")
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -15,8 +17,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "tui",
         help="the operator's console in the terminal",
         description="Open the operator's console: import (verify, inspect, import a bundle with live "
-        "progress), deploy (plan, confirm, follow the run host by host, cancel), audit (browse and verify "
-        "the log) and the cluster overview (VictoriaMetrics panels, Alertmanager's firing alerts). Every "
+        "progress), deploy (plan, confirm, follow the run host by host, cancel), audit (browse, verify, "
+        "checkpoint, export), the cluster overview (VictoriaMetrics panels, Alertmanager's firing alerts), "
+        "bundle (build a channel's signed bundle, split it), inventory (check it as deploy does, ping the "
+        "hosts) and reports (generate, list, show, verify, export). Every "
         "action in it is the same operation as the command of the same name and leaves the same audit "
         "record, with the operator from --operator. F1 shows the keys; ctrl+p lists every action; ctrl+q "
         "quits. `vigil` without arguments opens it too, on a terminal. Works at 80x24 without a mouse.",

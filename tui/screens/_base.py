@@ -18,16 +18,20 @@ NAV: tuple[tuple[str, str], ...] = (
     ("deploy", "Deploy"),
     ("audit", "Audit"),
     ("overview", "Overview"),
+    ("bundle", "Bundle"),
+    ("inventory", "Inventory"),
+    ("reports", "Reports"),
 )
 
 
 def nav_text(current: str) -> str:
-    """The top bar: vigil, then each screen's key and label, the one in front highlighted."""
-    parts = ["[b]vigil[/]"]
+    """The top bar: each screen's key and label, the one in front highlighted (it fits in 80 columns;
+    F1 help is in the footer)."""
+    parts = []
     for n, (mode, label) in enumerate(NAV, start=2):
-        text = f" F{n} {label} "
-        parts.append(f"[reverse]{text}[/]" if mode == current else text)
-    return " ".join(parts) + "   [dim]F1 help[/]"
+        text = f"F{n} {label}"
+        parts.append(f"[reverse b]{text}[/]" if mode == current else text)
+    return " ".join(parts)
 
 
 class VigilScreen(Screen[None]):

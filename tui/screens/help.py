@@ -21,6 +21,9 @@ same audit record as the command it names, and a refusal shows the same `FAIL:` 
 - **F3** Deploy: plan, confirm and run a deploy, live
 - **F4** Audit: browse and verify the audit log
 - **F5** Overview: the cluster panels and firing alerts
+- **F6** Bundle: build a channel's signed bundle (build host), split it for media
+- **F7** Inventory: check an inventory as deploy does; hosts, shared variables, reachability
+- **F8** Reports: generate, list, show, verify and export the signed reports
 - **ctrl+p** command palette: every action of every screen
 - **tab / shift+tab** move between fields and buttons; **enter** presses a button
 - **ctrl+q** quit (during a deploy: the first press warns, the second cancels it and quits)
@@ -38,11 +41,35 @@ hosts × counts, the current task per host, the log, elapsed time; **ctrl+b** ca
 
 ## Audit (F4)
 The log's records, newest last; the filters take an action prefix (`bundle` matches `bundle.import`)
-and a start time (ISO 8601). **ctrl+r** reloads, **ctrl+y** verifies the chain and its checkpoints.
+and a start time (ISO 8601). **ctrl+r** reloads, **ctrl+y** verifies the chain and its checkpoints
+(and against the *Witness* files given: the log receiver's copy, comma-separated), **ctrl+t** signs
+a checkpoint now and sends it to syslog, **ctrl+o** exports log, checkpoints and key into *Out*.
 
 ## Overview (F5)
 VictoriaMetrics' cluster panels (the Grafana overview's queries) and Alertmanager's firing alerts,
 every 5 seconds while shown; **ctrl+r** refreshes now.
+
+## Bundle (F6)
+The channels of the catalogs (the packaged ones, or the *Catalogs* directory), and the highlighted
+channel's components as its lock pins them: version, kind, licence, bytes to fetch. Give the version,
+the *Out* directory, the signing key(s) (comma-separated) and, for encrypted keys, the passphrase
+(masked; emptied when the action starts, never recorded). **ctrl+g** builds, with each component's
+state as it is fetched, then packed and signed; the result shows the path, size, payload digest and
+signers. **ctrl+t** splits the bundle in *Split* into parts of at most *Size* (`4G`, `700M`) with a
+signed index. **ctrl+r** reads the catalogs again.
+
+## Inventory (F7)
+**ctrl+r** (or enter) checks the inventory as `vigil deploy` does before any change (groups, every
+host placed and addressed, the limit): hosts by group with their `ansible_host`, and the variables
+every host shares (read-only here: edit `group_vars/all.yml`). **ctrl+t** reaches every host with
+Ansible's ping, as the deploy's pre-flight does: it contacts the hosts, so only when asked.
+
+## Reports (F8)
+**ctrl+g** generates the usage report for *Period* (and *Account*), **ctrl+n** the energy report for
+*Year* from *Site*; *VM* starts as `$VIGIL_VM_URL`, left empty it is the monitoring host of the last
+deploy. The stored reports are listed (**ctrl+r** again); **ctrl+t** or enter shows the highlighted
+one, **ctrl+y** verifies the *File* (the highlighted report's, or any report.json), **ctrl+o**
+exports the highlighted one into *Out*.
 """
 
 

@@ -71,12 +71,13 @@ async def settle(app: VigilApp, pilot: Pilot[None]) -> None:
 
 
 def cli_fail_line(capsys: object, *argv: str) -> str:
-    """The FAIL line ``vigil ARGV`` prints (run in-process), for comparison with the screen's."""
+    """The FAIL line ``vigil ARGV`` prints (run in-process), for comparison with the screen's (the
+    progress lines some commands print on stderr before it are skipped)."""
     from vigil.installer.cli import main
 
     assert main(list(argv)) == 1
     err = capsys.readouterr().err  # type: ignore[attr-defined]
-    return err.splitlines()[0]
+    return next(line for line in err.splitlines() if line.startswith("FAIL: "))
 
 
 def audit_lines(home: Path) -> list[dict[str, object]]:
