@@ -107,7 +107,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     f = ls.add_parser(
         "fault",
         parents=[json_option()],
-        help="inject (or --clear) a simulated GPU fault or a node-down on a lab GPU node",
+        help="inject (or --clear) a simulated GPU or BMC fault, or a node-down, on a lab GPU node",
         description="GPU faults are written to the GPU simulator's state file on HOST "
         "(/var/lib/vigil/gpusim/faults.json), which it re-reads at every scrape: "
         "ecc-dbe (one double-bit ECC error, a retired page, row remap failure), ecc-sbe-storm "
@@ -115,8 +115,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "ramps 1 C/s to 97 C, thermal throttling above 85 C), throttle (HW slowdown, SM clock halved), "
         "nvlink-crc (CRC errors at --rate/s), fb-full (frame buffer full), stuck-idle (allocated but "
         "0 % utilisation, idle power). node-down stops the node's exporter units (GPU exporter, "
-        "node_exporter) so every scrape of it fails; Slurm and the host keep running. --clear undoes "
-        "each one.",
+        "node_exporter) so every scrape of it fails; Slurm and the host keep running. BMC faults go to "
+        "the node's simulated BMC (/var/lib/vigil/bmcsim/faults.json, re-read at every request): "
+        "bmc-thermal (inlet 48 C, CPU 96 C, above their critical thresholds; those sensors and the "
+        "chassis report Health Critical), bmc-down (the BMC closes every connection unanswered); the "
+        "node, its GPUs and its exporters are untouched. --clear undoes each one.",
     )
     f.add_argument(
         "kind",
@@ -130,12 +133,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "fb-full",
             "stuck-idle",
             "node-down",
+            "bmc-thermal",
+            "bmc-down",
         ),
         metavar="KIND",
-        help="ecc-dbe, ecc-sbe-storm, xid, thermal, throttle, nvlink-crc, fb-full, stuck-idle, node-down",
+        help="ecc-dbe, ecc-sbe-storm, xid, thermal, throttle, nvlink-crc, fb-full, stuck-idle, node-down, "
+        "bmc-thermal, bmc-down",
     )
     f.add_argument("host", metavar="HOST", help="GPU node: gpu01 or gpu02")
-    f.add_argument("gpu", nargs="?", metavar="GPU", help="GPU index 0-3 (not for node-down)")
+    f.add_argument(
+        "gpu", nargs="?", metavar="GPU", help="GPU index 0-3 (not for node-down, bmc-thermal, bmc-down)"
+    )
     f.add_argument("--clear", action="store_true", help="remove the fault")
     f.add_argument("--code", type=int, help="XID code for xid (default 79)")
     f.add_argument("--rate", type=float, help="errors per second for ecc-sbe-storm and nvlink-crc")
@@ -242,6 +250,11 @@ def _fault(args: argparse.Namespace, inv: ops.Invocation) -> int:
             f"node-down cleared; exporters started again: {units}"
             if res.cleared
             else f"node-down injected; exporters stopped: {units}",
+        )
+    elif res.gpu is None:  # a BMC fault
+        ok(
+            res.host,
+            f"{res.kind} {'cleared' if res.cleared else 'injected'} on its BMC; now: {res.state or 'none'}",
         )
     else:
         ok(

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vigil.installer.lab import cgroups, inventory, keys, network, nspawn, prepare, rootfs
+from vigil.installer.lab import bmc, cgroups, inventory, keys, network, nspawn, prepare, rootfs
 from vigil.installer.lab import state as lab_state
 from vigil.installer.lab._proc import require_tools
 from vigil.installer.lab.errors import LabError, LabPrerequisiteMissing
@@ -218,8 +218,9 @@ def up(
             reports = list(pool.map(wait, HOSTS))
         # 4. Slurm: both GPU nodes registered and idle
         nodes = _wait_slurm(paths)
-        # 5. the inventory, last: it names hosts that answer
-        inv = inventory.write_inventory(paths, inventory_dir)
+        # 5. the inventory, last: it names hosts that answer, and the simulated BMCs' lab CA
+        # certificates and accounts (made once, kept by `down`)
+        inv = inventory.write_inventory(paths, inventory_dir, bmc.ensure_material(paths))
         st.inventory = str(inv.resolve())
         lab_state.save(paths.state_file, st)
     return UpResult(reports, inv, cache, built, nodes, time.monotonic() - t0)

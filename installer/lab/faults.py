@@ -8,6 +8,11 @@ but its system python3.
 ``node-down`` makes the node look dead to monitoring without touching Slurm or the container (the
 lab is shared): it stops the node's exporters — whichever of :data:`EXPORTER_UNITS` are active — and
 records them in ``/run/vigil/lab-node-down``; ``--clear`` starts exactly those again.
+
+BMC faults (``bmc-thermal``, ``bmc-down``) go into the node's BMC simulator's state file
+(``/var/lib/vigil/bmcsim/faults.json``) the same way, with :mod:`vigil.exporters.redfish.bmcsim.faults`
+as the editor: the simulator re-reads it at every request. The node itself, its GPUs and its
+exporters are not touched (a BMC lives apart from its node).
 """
 
 from __future__ import annotations
@@ -33,8 +38,11 @@ GPU_KINDS = (
     "fb-full",
     "stuck-idle",
 )
-KINDS = (*GPU_KINDS, "node-down")
+#: faults of the node's simulated BMC (installer/lab/bmc.py), not of a GPU
+BMC_KINDS = ("bmc-thermal", "bmc-down")
+KINDS = (*GPU_KINDS, "node-down", *BMC_KINDS)
 FAULTS_FILE = "/var/lib/vigil/gpusim/faults.json"
+BMC_FAULTS_FILE = "/var/lib/vigil/bmcsim/faults.json"
 NODE_DOWN_FILE = "/run/vigil/lab-node-down"
 #: units node-down stops when they are active: the GPU exporter (simulated or real) and node_exporter,
 #: as the roles name them (`*_service_name` in their defaults)
@@ -55,16 +63,25 @@ class FaultResult:
     state: str
 
 
-def _faults_source() -> str:
-    """The source of exporters/gpusim/faults.py (importable from a checkout; else beside installer/)."""
+def _faults_source(bmc: bool = False) -> str:
+    """The source of exporters/gpusim/faults.py, or with BMC exporters/redfish/bmcsim/faults.py
+    (importable from a checkout; else beside installer/)."""
+    parts = ("redfish", "bmcsim") if bmc else ("gpusim",)
     try:
-        import vigil.exporters.gpusim.faults as mod
+        if bmc:
+            import vigil.exporters.redfish.bmcsim.faults as bmc_mod
 
-        path = Path(mod.__file__)
+            path = Path(bmc_mod.__file__)
+        else:
+            import vigil.exporters.gpusim.faults as gpu_mod
+
+            path = Path(gpu_mod.__file__)
     except ImportError:
         import vigil.installer
 
-        path = Path(vigil.installer.__file__).resolve().parent.parent / "exporters" / "gpusim" / "faults.py"
+        path = (
+            Path(vigil.installer.__file__).resolve().parent.parent.joinpath("exporters", *parts, "faults.py")
+        )
     try:
         return path.read_text(encoding="utf-8")
     except OSError as e:
@@ -88,7 +105,10 @@ def check_fault(
         raise LabRequestRefused(exc.obj, exc.reason) from None
     if not node.gpu_node:
         raise LabRequestRefused(host, "faults are injected on GPU nodes only")
-    if kind == "node-down":
+    if kind in BMC_KINDS:
+        if gpu is not None:
+            raise LabRequestRefused(f"{host}/{gpu}", f"{kind} acts on the node's BMC: give no GPU index")
+    elif kind == "node-down":
         if gpu is not None:
             raise LabRequestRefused(
                 f"{host}/{gpu}", "node-down stops the node's exporters: give no GPU index"
@@ -126,6 +146,8 @@ def inject(
     h = host_by_name(host)
     if kind == "node-down":
         return _node_down(paths, h.name, h.ip, clear=clear)
+    if kind in BMC_KINDS:
+        return _bmc_fault(paths, kind, h.name, h.ip, clear=clear)
     assert gpu is not None  # noqa: S101 - check_fault refuses a GPU fault without an index
     argv = ["python3", "-", "clear" if clear else "set", kind, str(int(gpu)), "--state", FAULTS_FILE]
     if code is not None and not clear:
@@ -170,3 +192,23 @@ def _node_down(paths: LabPaths, host: str, ip: str, *, clear: bool) -> FaultResu
         why = (cp.stderr.strip().splitlines() or [f"exit status {cp.returncode}"])[-1]
         raise LabError(host, f"node-down{' --clear' if clear else ''}: {why}")
     return FaultResult("node-down", host, None, clear, cp.stdout.strip())
+
+
+def _bmc_fault(paths: LabPaths, kind: str, host: str, ip: str, *, clear: bool) -> FaultResult:
+    argv = ["python3", "-", "clear" if clear else "set", kind, "--state", BMC_FAULTS_FILE]
+    cmd = " ".join(shlex.quote(a) for a in argv)
+    try:
+        cp = subprocess.run(
+            ssh_argv(paths, ip, cmd),
+            input=_faults_source(bmc=True),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise LabError(host, "timed out writing the BMC fault state") from None
+    if cp.returncode != 0:
+        why = (cp.stderr.strip().splitlines() or [f"exit status {cp.returncode}"])[-1]
+        raise LabError(f"{host}:{BMC_FAULTS_FILE}", why)
+    return FaultResult(kind, host, None, clear, cp.stdout.strip())

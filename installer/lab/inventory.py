@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from vigil.installer.lab import _files
+from vigil.installer.lab import _files, bmc
 from vigil.installer.lab.hosts import GROUPS, HOSTS, Host
 from vigil.installer.lab.paths import LabPaths
 
@@ -31,13 +31,26 @@ GROUP_VARS: dict[str, dict[str, Any]] = {
 HEADER = "# Written by `vigil lab up`; rewritten on every run, removed by `vigil lab down`. Do not edit.\n"
 
 
-def inventory_data(paths: LabPaths, hosts: tuple[Host, ...] = HOSTS) -> dict[str, Any]:
+def inventory_data(
+    paths: LabPaths, hosts: tuple[Host, ...] = HOSTS, bmcs: bmc.BmcMaterial | None = None
+) -> dict[str, Any]:
+    """The inventory; with BMCS (what `lab up` made for the simulated BMCs, installer/lab/bmc.py),
+    also the BMC simulators' host variables and the Redfish exporter's targets on the monitoring host."""
     common = f"-o UserKnownHostsFile={paths.known_hosts} -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes"
+    simulators = bmc.host_vars(bmcs) if bmcs is not None else {}
     children: dict[str, Any] = {}
     for group in GROUPS:
-        children[group] = {"hosts": {h.name: {"ansible_host": h.ip} for h in hosts if group in h.groups}}
+        children[group] = {
+            "hosts": {
+                h.name: {"ansible_host": h.ip, **simulators.get(h.name, {})}
+                for h in hosts
+                if group in h.groups
+            }
+        }
         if GROUP_VARS.get(group):
             children[group]["vars"] = dict(GROUP_VARS[group])
+        if group == "monitoring" and bmcs is not None:
+            children[group]["vars"].update(bmc.exporter_vars(bmcs))
     return {
         "all": {
             "vars": {
@@ -55,10 +68,13 @@ def inventory_data(paths: LabPaths, hosts: tuple[Host, ...] = HOSTS) -> dict[str
     }
 
 
-def write_inventory(paths: LabPaths, directory: Path) -> Path:
+def write_inventory(paths: LabPaths, directory: Path, bmcs: bmc.BmcMaterial | None = None) -> Path:
+    """Write DIRECTORY/hosts.yml, 0600: with BMCS it holds the simulated BMCs' lab-only passwords."""
     path = directory / "hosts.yml"
-    text = HEADER + yaml.safe_dump(inventory_data(paths), sort_keys=False, default_flow_style=False)
-    _files.write(path, text)
+    text = HEADER + yaml.safe_dump(
+        inventory_data(paths, bmcs=bmcs), sort_keys=False, default_flow_style=False
+    )
+    _files.write(path, text, mode=0o600)
     return path
 
 

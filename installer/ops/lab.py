@@ -65,7 +65,7 @@ def lab_fault(
     code: int | None = None,
     rate: float | None = None,
 ) -> FaultResult:
-    """``lab.fault``: inject (or clear) a simulated GPU fault or a node-down."""
+    """``lab.fault``: inject (or clear) a simulated GPU or BMC fault, or a node-down."""
     where = f"{host}/{gpu}" if gpu is not None else host
     inv.object = f"lab/fault/{kind}/{where}"
     inv.details.update(kind=kind, host=host, gpu=gpu, clear=clear, code=code)

@@ -165,10 +165,16 @@ def deployed_stack(_stacks: _Stacks) -> DeployedStack:
 
 #: The lab modules' order. The deployed stack's own checks run first, on the stack as the deploy
 #: left it; then the modules that inject faults or run jobs (each cleans up after itself, and the
-#: alerts wait for a quiet Alertmanager, so they go before the exporters' fault injection); then
-#: the modules that apply a role by themselves; the lab's own down/up last. A module not named
-#: here runs after FIRST, before LAST.
-FIRST = ("test_deploy_stack.py", "test_gpu_accounting.py", "test_alerts.py", "test_exporters.py")
+#: alerts wait for a quiet Alertmanager, so they go before the exporters' and the BMCs' fault
+#: injection); then the modules that apply a role by themselves; the lab's own down/up last. A
+#: module not named here runs after FIRST, before LAST.
+FIRST = (
+    "test_deploy_stack.py",
+    "test_gpu_accounting.py",
+    "test_alerts.py",
+    "test_exporters.py",
+    "test_redfish.py",
+)
 LAST = ("test_audit_role.py", "test_jobmap.py", "test_lab.py")
 
 

@@ -1,4 +1,4 @@
-"""vigil — node: one node's GPUs, heat, power, memory and links."""
+"""vigil — node: one node's GPUs, heat, power, memory and links, and its chassis as the BMC reports it."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ UID = "vigil-node"
 
 def build() -> Dashboard:
     sel = 'instance="$instance"'
+    # the node's BMC: the Redfish exporter runs elsewhere (its `instance`), the BMC is its `target`
+    bmc = 'target="$instance"'
     return dashboard(
         UID,
         "vigil — node",
@@ -90,6 +92,35 @@ def build() -> Dashboard:
                     )
                 ],
                 description="PCIe link replays per interval: a flaky riser or slot.",
+            ),
+            timeseries(
+                "Chassis power",
+                (0, 30, 12, 8),
+                [
+                    target(
+                        f"max by (chassis) (redfish_chassis_power_watts{{{bmc}}})",
+                        "server (BMC, chassis {{chassis}})",
+                        "A",
+                    ),
+                    target(f"sum(DCGM_FI_DEV_POWER_USAGE{{{sel}}})", "GPUs (DCGM)", "B"),
+                ],
+                unit="watt",
+                description="The server's input power as its BMC reports it over Redfish (the target named "
+                "after the node), beside its GPUs' power: the rest is CPUs, memory, fans and losses.",
+            ),
+            timeseries(
+                "Chassis temperature",
+                (12, 30, 12, 8),
+                [
+                    target(
+                        "max by (sensor, context) "
+                        f'(redfish_temperature_celsius{{{bmc},context=~"Intake|CPU|Exhaust"}})',
+                        "{{sensor}} ({{context}})",
+                    )
+                ],
+                unit="celsius",
+                description="Inlet, CPU and exhaust temperatures from the BMC. An intake or CPU at its "
+                "critical threshold raises ChassisTemperatureCritical.",
             ),
         ],
         variables=(query_variable("instance", "Node", "label_values(DCGM_FI_DEV_GPU_TEMP, instance)"),),

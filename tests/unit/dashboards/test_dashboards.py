@@ -167,7 +167,7 @@ def known_names() -> set[str]:
     for line in COUNTERS_CSV.read_text().splitlines():
         if line.strip() and not line.startswith("#"):
             names.add(line.split(",")[0].strip())
-    names |= set(re.findall(r"`((?:DCGM_FI|slurm)_[A-Za-z0-9_]+)", EXPORTERS_DOC.read_text()))
+    names |= set(re.findall(r"`((?:DCGM_FI|slurm|redfish)_[A-Za-z0-9_]+)", EXPORTERS_DOC.read_text()))
     return names
 
 

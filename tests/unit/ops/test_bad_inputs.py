@@ -45,6 +45,22 @@ def run(capsys: pytest.CaptureFixture[str], tmp_path: Path, *argv: str) -> tuple
         (["thermal", "gpu01", "0", "--code", "79"], "FAIL: --code 79: is for xid only, not thermal"),
         (["xid", "gpu01", "0", "--code", "0"], "FAIL: --code 0: an XID code is 1..999"),
         (["xid", "gpu01", "0", "--clear", "--code", "79"], "FAIL: --code 79: not used with --clear"),
+        (
+            ["bmc-thermal", "gpu01", "0"],
+            "FAIL: gpu01/0: bmc-thermal acts on the node's BMC: give no GPU index",
+        ),
+        (
+            ["bmc-down", "gpu02", "1", "--clear"],
+            "FAIL: gpu02/1: bmc-down acts on the node's BMC: give no GPU index",
+        ),
+        (["bmc-down", "mon01"], "FAIL: mon01: faults are injected on GPU nodes only"),
+        (["bmc-thermal", "ctl01"], "FAIL: ctl01: faults are injected on GPU nodes only"),
+        (["bmc-thermal", "gpu07"], "FAIL: gpu07: no such lab host (hosts: mon01, ctl01, gpu01, gpu02)"),
+        (["bmc-thermal", "gpu01", "--code", "79"], "FAIL: --code 79: is for xid only, not bmc-thermal"),
+        (
+            ["bmc-down", "gpu01", "--rate", "5"],
+            "FAIL: --rate 5.0: is for ecc-sbe-storm and nvlink-crc only, not bmc-down",
+        ),
     ],
 )
 def test_lab_fault_refuses_what_it_would_not_do_as_asked(
