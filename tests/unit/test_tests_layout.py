@@ -49,3 +49,12 @@ def test_the_check_finds_an_offender(tmp_path: Path) -> None:
         f"{tmp_path.name}/test_x.py imports tests.integration.test_roles_config",
         f"{tmp_path.name}/test_x.py imports tests.lab.labhttp",
     ]
+
+
+def test_every_test_module_has_its_own_name() -> None:
+    """pytest imports a test module of a folder without __init__.py by its file name: two files of
+    one name stop the whole run at collection (`import file mismatch`)."""
+    seen: dict[str, list[str]] = {}
+    for path in TESTS.rglob("test_*.py"):
+        seen.setdefault(path.name, []).append(str(path.relative_to(TESTS)))
+    assert not {name: paths for name, paths in seen.items() if len(paths) > 1}
