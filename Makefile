@@ -42,6 +42,7 @@ lint: lint-ruff lint-types lint-imports lint-ansible lint-shell
 
 lint-ruff: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 # mypy and lint-imports cannot follow the editable install's import hook: they read vigil.* from
 # build/typecheck/vigil/, symlinks to the folders. mypy checks the packages that ship py.typed, given

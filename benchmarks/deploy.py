@@ -117,7 +117,7 @@ def main() -> int:
     print(f"first deploy {first_s:7.1f} s   changed {sum(c['changed'] for c in first['hosts'].values())}")
     print(f"rerun        {rerun_s:7.1f} s   changed {sum(c['changed'] for c in rerun['hosts'].values())}")
     print(f"rerun / first  {rerun_s / first_s:.3f}  (goal <= 0.30)")
-    drift = sum(c['changed'] for c in check['hosts'].values())
+    drift = sum(c["changed"] for c in check["hosts"].values())
     print(f"check        {check_s:7.1f} s   would change {drift}")
     print(f"check / rerun  {check_s / rerun_s:.3f}  (goal <= 1.0)")
     print(f"{'host':<8} {'first s':>8} {'rerun s':>8} {'ratio':>6}")

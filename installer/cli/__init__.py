@@ -63,7 +63,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for module in (
-        keys_cli, trust_cli, bundle_cli, deploy_cli, lab_cli, report_cli, audit_cli, demo_cli, tui_cli
+        keys_cli,
+        trust_cli,
+        bundle_cli,
+        deploy_cli,
+        lab_cli,
+        report_cli,
+        audit_cli,
+        demo_cli,
+        tui_cli,
     ):
         module.register(sub)
     return parser
