@@ -30,6 +30,7 @@ from vigil.installer.reports.vm import Labels, VictoriaMetrics
 
 #: the rules' own lookback of a sample at an hourly point (they are evaluated every minute)
 LOOKBACK = "2m"
+LOOKBACK_S = 120
 #: the longest raw window one query reads: the 1m subquery may not exceed VictoriaMetrics' default
 #: -search.maxPointsPerTimeseries (30,000 points: 20 days at 1m is 28,800)
 RAW_CHUNK = 20 * 24 * HOUR
@@ -56,7 +57,12 @@ def recorded_queries(window: int, matcher: str) -> dict[str, str]:
     return {
         "gpu_hours": f"sum by (account, user) ({hourly('account_user:gpu_hours:sum1h')})",
         "joules": f"sum by (account, user) ({hourly('account_user:gpu_energy_joules:increase1h')})",
-        "jobs": f"group by (account, user, hpc_job) ({hourly('job:gpu_hours:sum1h', 'max_over_time')} > 0)",
+        # a plain window, not the hourly subquery: that one builds a point per hour for every job
+        # series, which VictoriaMetrics refuses for a year at cluster scale (benchmarks/report.py).
+        # The window starts at the first hourly point's lookback, so every rolling 1h sum read lies
+        # inside the run (to the same LOOKBACK as the hourly points).
+        "jobs": "group by (account, user, hpc_job) ("
+        f"max_over_time(job:gpu_hours:sum1h{matcher}[{window - HOUR + LOOKBACK_S}s]) > 0)",
         "cluster_joules": f"sum({hourly('cluster:gpu_energy_joules:increase1h', match='')})",
     }
 
