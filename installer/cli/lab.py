@@ -86,7 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     j = ls.add_parser(
         "job",
         parents=[json_option("job")],
-        help="submit a GPU job to the lab's Slurm and print its job id",
+        help="submit a GPU job to the lab's Slurm; print its id, node and GPUs",
         description="Submit a batch job (`sbatch` on ctl01, as the lab user USER) under Slurm account "
         "ACCOUNT that holds N GPUs for S seconds (`sleep S`), optionally pinned to one GPU node. Its "
         "prolog writes the job map, so the GPU simulator tags the GPUs' series with hpc_job=<job id> "
