@@ -26,6 +26,19 @@ the value, which must then be ``""`` or end in ``/``); or a glob such as ``*.whl
 placed under the value directory by its basename). For a single file (a plain download, a wheel,
 a local file) the member name is the file's own name.
 
+A catalog may bring its own apt sources; its ``deb`` components then resolve against those, with
+the keyring given (default ``/usr/share/keyrings/debian-archive-keyring.gpg``), not the build
+host's apt::
+
+    apt:
+      keyring: /usr/share/keyrings/debian-archive-keyring.gpg
+      sources:
+        - deb http://deb.debian.org/debian trixie main
+
+Locking such a catalog writes an apt configuration of its own under ``<cache>/apt/<channel>/``
+(see :class:`vigil.bundle.fetchers.AptEnv`) and runs ``apt-get update`` with it first; the
+host's ``/etc/apt`` is neither read nor written.
+
 A ``deb`` source is unpacked (``files`` name members of its data archive) unless it says
 ``ship: deb``: then the .deb itself is shipped whole, its ``files`` key matching the package's
 file name (``"*.deb": debs/``), for roles that install it on hosts with ``dpkg -i``.
@@ -44,15 +57,18 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from vigil.basics.atomic import write_file_atomic
 from vigil.bundle.catalog_model import (
     DEB_SHIP,
+    DEFAULT_KEYRING,
     KINDS,
     LOCK_FORMAT,
+    AptSettings,
+    AptSource,
     Catalog,
     Component,
     DebSource,
@@ -71,11 +87,17 @@ from vigil.bundle.catalog_model import (
 )
 from vigil.bundle.errors import CatalogError
 
+if TYPE_CHECKING:
+    from vigil.bundle.fetchers import AptEnv
+
 __all__ = [
     "CATALOG_DIR",
     "DEB_SHIP",
+    "DEFAULT_KEYRING",
     "KINDS",
     "LOCK_FORMAT",
+    "AptSettings",
+    "AptSource",
     "Catalog",
     "Component",
     "DebSource",
@@ -148,7 +170,7 @@ def catalog_path(channel: str, catalog_dir: Path = CATALOG_DIR) -> Path:
 # --- lock: resolve ------------------------------------------------------------------------------
 
 
-def _lock_component(cat: Catalog, comp: Component) -> dict[str, Any]:
+def _lock_component(cat: Catalog, comp: Component, apt: AptEnv | None = None) -> dict[str, Any]:
     # the resolvers, imported only to lock: reading a catalog or a lock needs none of them
     from vigil.bundle.fetchers import _apt, _http, _pip
 
@@ -174,7 +196,7 @@ def _lock_component(cat: Catalog, comp: Component) -> dict[str, Any]:
             {"filename": basename, "url": src.url, "sha256": sha, "checksum_url": src.checksum_url}
         )
     elif isinstance(src, DebSource):
-        pkg = _apt.resolve(src.package, src.version, cat.arch, obj=obj)
+        pkg = _apt.resolve(src.package, src.version, cat.arch, obj=obj, apt=apt)
         artifacts.append(
             {
                 "filename": pkg.filename,
@@ -245,8 +267,13 @@ def _lock_component(cat: Catalog, comp: Component) -> dict[str, Any]:
     }
 
 
-def lock_document(cat: Catalog) -> dict[str, Any]:
-    """The lock for ``cat`` as plain data (resolving every component now)."""
+def lock_document(cat: Catalog, *, cache_dir: Path | None = None) -> dict[str, Any]:
+    """The lock for ``cat`` as plain data (resolving every component now).
+
+    A catalog with ``apt:`` is resolved through its own apt configuration under
+    ``<cache_dir>/apt/<channel>/`` (default: the vigil cache), whose lists are updated first.
+    """
+    apt = _channel_apt(cat, cache_dir)
     doc: dict[str, Any] = {
         "lock_format": LOCK_FORMAT,
         "channel": cat.channel,
@@ -256,8 +283,22 @@ def lock_document(cat: Catalog) -> dict[str, Any]:
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
     if epoch and epoch.isdigit():
         doc["locked_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(epoch)))
-    doc["components"] = sorted((_lock_component(cat, c) for c in cat.components), key=lambda c: c["name"])
+    doc["components"] = sorted(
+        (_lock_component(cat, c, apt) for c in cat.components), key=lambda c: c["name"]
+    )
     return doc
+
+
+def _channel_apt(cat: Catalog, cache_dir: Path | None) -> AptEnv | None:
+    """The catalog's own apt, its lists freshly updated; None without ``apt:`` or deb components."""
+    if cat.apt is None or not any(isinstance(c.source, DebSource) for c in cat.components):
+        return None
+    from vigil.bundle.fetchers import apt_env, default_cache_dir
+
+    apt = apt_env(cat, cache_dir or default_cache_dir())
+    assert apt is not None  # noqa: S101 - cat.apt is set
+    apt.prepare(update=True, obj=f"{cat.obj}: apt")
+    return apt
 
 
 def dump_lock(doc: Mapping[str, Any]) -> bytes:
@@ -271,14 +312,15 @@ def dump_lock(doc: Mapping[str, Any]) -> bytes:
     return (header + body).encode("utf-8")
 
 
-def lock_channel(catalog_path: Path | str) -> Path:
+def lock_channel(catalog_path: Path | str, *, cache_dir: Path | None = None) -> Path:
     """Resolve the catalog at ``catalog_path`` and write ``<channel>.lock.yaml`` beside it.
 
     The lock is written to a temporary file and renamed into place, so a failed lock leaves the
-    previous one untouched. Returns the lock's path.
+    previous one untouched. ``cache_dir`` holds a catalog's own apt configuration (default: the
+    vigil cache). Returns the lock's path.
     """
     cat = load_catalog(catalog_path)
-    data = dump_lock(lock_document(cat))
+    data = dump_lock(lock_document(cat, cache_dir=cache_dir))
     out = cat.lock_path
     write_file_atomic(out, data, mode=0o644)
     # the lock must read back as what we meant

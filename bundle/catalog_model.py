@@ -22,8 +22,11 @@ from vigil.bundle.errors import CatalogError
 
 __all__ = [
     "DEB_SHIP",
+    "DEFAULT_KEYRING",
     "KINDS",
     "LOCK_FORMAT",
+    "AptSettings",
+    "AptSource",
     "Catalog",
     "Component",
     "DebSource",
@@ -49,6 +52,15 @@ _NAME = re.compile(r"^[a-z0-9][a-z0-9._+-]*$")
 _SPDX = re.compile(r"^[A-Za-z0-9.+\-:() ]+$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _GLOB = re.compile(r"[*?\[]")
+
+DEFAULT_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+# apt: what may stand in a sources line and a keyring path. Nothing here can end a quoted apt
+# configuration value or start an option, a comment or a second line.
+_ARCH = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+_URI = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%+/-]*)?$")
+_SUITE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9._-]+)*$")
+_APT_COMPONENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9._-]+)*$")
+_KEYRING = re.compile(r"^/[A-Za-z0-9._+-]+(/[A-Za-z0-9._+-]+)*\.(gpg|asc)$")
 
 
 # --- catalog ------------------------------------------------------------------------------------
@@ -97,6 +109,27 @@ Source = UrlSource | DebSource | WheelSource | FileSource | ProjectSource
 
 
 @dataclass(frozen=True)
+class AptSource:
+    """One ``deb URI SUITE COMPONENT...`` line of a catalog's ``apt.sources``."""
+
+    uri: str
+    suite: str
+    components: tuple[str, ...]
+
+    def line(self, keyring: str) -> str:
+        """The one-line sources.list entry, signed by ``keyring`` only."""
+        return f"deb [signed-by={keyring}] {self.uri} {self.suite} {' '.join(self.components)}"
+
+
+@dataclass(frozen=True)
+class AptSettings:
+    """A catalog's own apt sources: its deb components resolve against these, not the host's."""
+
+    sources: tuple[AptSource, ...]
+    keyring: str = DEFAULT_KEYRING
+
+
+@dataclass(frozen=True)
 class Component:
     name: str
     version: str | None  # None only for wheel/project sources that take it from a pyproject
@@ -117,6 +150,7 @@ class Catalog:
     components: tuple[Component, ...]
     sha256: str  # of the bytes this catalog was parsed from
     display: str = field(default="", compare=False)  # how errors name the file ("" = str(path))
+    apt: AptSettings | None = None  # None: deb sources come through the build host's own apt
 
     @property
     def obj(self) -> str:
@@ -369,6 +403,66 @@ def _component(chk: _Check, value: object, index: int) -> Component:
     )
 
 
+def _apt_source(chk: _Check, value: object, where: str) -> AptSource:
+    if not isinstance(value, str):
+        raise chk.fail(where, f"must be a string 'deb URI SUITE COMPONENT...', not {_typename(value)}")
+    if not value.isascii() or not value.isprintable():
+        raise chk.fail(where, "must be one line of printable ASCII")
+    words = value.split()
+    if not words or words[0] != "deb":
+        raise chk.fail(where, f"{value!r} must start with 'deb' (binary packages only)")
+    if len(words) > 1 and words[1].startswith("["):
+        raise chk.fail(
+            where, f"{value!r}: options in [...] are not allowed; vigil sets signed-by from apt.keyring"
+        )
+    if len(words) < 2 or not _URI.match(words[1]):
+        uri = words[1] if len(words) > 1 else ""
+        raise chk.fail(where, f"URI {uri!r} must be an http or https URL (host, optional port and path)")
+    if len(words) < 3:
+        raise chk.fail(where, f"{value!r} names no suite")
+    uri, suite, components = words[1], words[2], tuple(words[3:])
+    if suite.endswith("/") or not _SUITE.match(suite) or ".." in suite.split("/"):
+        raise chk.fail(
+            where, f"suite {suite!r} must be a suite name such as 'bookworm' (no flat repositories)"
+        )
+    if not components:
+        raise chk.fail(where, f"{value!r} names no component (such as 'main')")
+    for comp in components:
+        if not _APT_COMPONENT.match(comp) or ".." in comp.split("/"):
+            raise chk.fail(where, f"component {comp!r} must be a component name such as 'main'")
+    if len(set(components)) != len(components):
+        raise chk.fail(where, f"{value!r} names a component twice")
+    return AptSource(uri=uri, suite=suite, components=components)
+
+
+def _apt(chk: _Check, value: object, arch: str) -> AptSettings:
+    data = chk.mapping(value, "apt")
+    chk.keys(data, "apt", ("sources",), ("keyring",))
+    sources = data["sources"]
+    if not isinstance(sources, list) or not sources:
+        raise chk.fail("apt", "sources must be a non-empty list of 'deb URI SUITE COMPONENT...' lines")
+    parsed = tuple(_apt_source(chk, s, f"apt: sources[{i}]") for i, s in enumerate(sources))
+    seen: set[tuple[str, str]] = set()
+    for src in parsed:
+        if (src.uri, src.suite) in seen:
+            raise chk.fail("apt", f"sources name {src.uri} {src.suite} twice")
+        seen.add((src.uri, src.suite))
+    keyring = data.get("keyring", DEFAULT_KEYRING)
+    if not isinstance(keyring, str):
+        raise chk.fail("apt", f"keyring must be an absolute path, not {_typename(keyring)}")
+    if not keyring.startswith("/"):
+        raise chk.fail("apt", f"keyring {keyring!r} must be an absolute path")
+    if not _KEYRING.match(keyring) or ".." in keyring.split("/"):
+        raise chk.fail(
+            "apt",
+            f"keyring {keyring!r} must be a plain path to a .gpg or .asc file "
+            "(letters, digits, '.', '_', '+', '-', no '..')",
+        )
+    if not _ARCH.match(arch):
+        raise chk.fail("apt", f"arch {arch!r} must be a Debian architecture name such as 'amd64'")
+    return AptSettings(sources=parsed, keyring=keyring)
+
+
 # --- lock: parse -------------------------------------------------------------------------------
 
 _ART_KEYS = ("filename", "url", "path", "sha256", "size", "name", "version", "license", "checksum_url")
@@ -449,7 +543,7 @@ def parse_catalog(data: object, *, path: Path, sha256: str, display: str = "") -
     """
     chk = _Check(display or str(path))
     doc = chk.mapping(data, "")
-    chk.keys(doc, "", ("channel", "arch", "components"))
+    chk.keys(doc, "", ("channel", "arch", "components"), ("apt",))
     channel = str(chk.string(doc, "channel", ""))
     if not _NAME.match(channel):
         raise chk.fail("", f"channel {channel!r} must be lowercase letters, digits, '.', '_', '-'")
@@ -463,8 +557,15 @@ def parse_catalog(data: object, *, path: Path, sha256: str, display: str = "") -
         if c.name in seen:
             raise chk.fail(f"component {c.name!r}", "appears twice")
         seen.add(c.name)
+    apt = _apt(chk, doc["apt"], arch) if "apt" in doc else None
     return Catalog(
-        path=path, channel=channel, arch=arch, components=components, sha256=sha256, display=display
+        path=path,
+        channel=channel,
+        arch=arch,
+        components=components,
+        sha256=sha256,
+        display=display,
+        apt=apt,
     )
 
 

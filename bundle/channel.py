@@ -16,9 +16,11 @@ from pathlib import Path
 from vigil.bundle.build import build_bundle
 from vigil.bundle.catalog import CATALOG_DIR, catalog_path, check_lock_current, load_catalog, load_lock
 from vigil.bundle.errors import CatalogError
-from vigil.bundle.fetchers import fetch_component
+from vigil.bundle.fetchers import apt_env, default_cache_dir, fetch_component
 from vigil.bundle.manifest import ComponentEntry
 from vigil.bundle.signing import SigningKey
+
+__all__ = ["ANSIBLE_TREES", "TreeFile", "build_channel", "collect_ansible", "default_cache_dir"]
 
 ANSIBLE_TREES = ("roles", "playbooks", "inventories/example")
 _SKIP_DIRS = {"__pycache__", ".pytest_cache", ".git"}
@@ -34,14 +36,6 @@ class TreeFile:
     license: str = "Apache-2.0"
     upstream_url: str = ""
     upstream_sha256: str = ""
-
-
-def default_cache_dir() -> Path:
-    env = os.environ.get("VIGIL_CACHE")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "vigil"
 
 
 def collect_ansible(project_dir: Path, version: str) -> list[TreeFile]:
@@ -91,6 +85,7 @@ def build_channel(
     check_lock_current(cat, lock)
     cache = cache_dir or default_cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
+    apt = apt_env(cat, cache)  # the catalog's own apt sources, if it names any
     project = project_dir or Path(__file__).resolve().parent.parent
     with tempfile.TemporaryDirectory(prefix=".vigil-stage-", dir=out_dir) as stage:
         files: list[object] = []
@@ -112,7 +107,7 @@ def build_channel(
             )
             if log:
                 log(f"fetch {comp.name} {comp.version} ({comp.kind})")
-            files.extend(fetch_component(comp, cache, Path(stage), progress))
+            files.extend(fetch_component(comp, cache, Path(stage), progress, apt))
             kinds[comp.name] = comp.kind
         ansible = collect_ansible(project, builder_version)
         files.extend(ansible)

@@ -4,14 +4,20 @@ Every upstream byte is checked against the sha256 recorded in the lock before it
 downloads land in a content-addressed cache (``<cache>/sha256/<hex>``) only after their hash
 matched, and a cached file is hashed again each time it is taken from the cache.
 
+A catalog with ``apt:`` has its own apt configuration under ``<cache>/apt/<channel>/``
+(:func:`apt_env`); its deb components are locked and fetched through it, never the host's apt.
+
 Public API::
 
-    fetch_component(locked_component, cache_dir, dest_dir, progress=None) -> list[StagedFile]
+    fetch_component(locked_component, cache_dir, dest_dir, progress=None, apt=None) -> list[StagedFile]
+    apt_env(catalog, cache_dir) -> AptEnv | None
+    default_cache_dir() -> Path
     build_project_wheel(project_dir, out_dir) -> Path
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -19,15 +25,24 @@ from typing import TYPE_CHECKING
 
 from vigil.bundle.errors import FetchError
 from vigil.bundle.fetchers import _apt, _extract
+from vigil.bundle.fetchers._apt import AptEnv
 from vigil.bundle.fetchers._http import Cache, Progress, copy_file, hash_file
 from vigil.bundle.fetchers._pip import wheel_file_license
 from vigil.bundle.fetchers._project import build_project_wheel
 from vigil.bundle.sbom import NOASSERTION
 
 if TYPE_CHECKING:
-    from vigil.bundle.catalog import LockedArtifact, LockedComponent
+    from vigil.bundle.catalog import Catalog, LockedArtifact, LockedComponent
 
-__all__ = ["StagedFile", "build_project_wheel", "fetch_component", "payload_prefix"]
+__all__ = [
+    "AptEnv",
+    "StagedFile",
+    "apt_env",
+    "build_project_wheel",
+    "default_cache_dir",
+    "fetch_component",
+    "payload_prefix",
+]
 
 _EXEC_DIRS = ("bin", "sbin")
 
@@ -52,17 +67,39 @@ def payload_prefix(component: str) -> str:
     return f"components/{component}"
 
 
+def default_cache_dir() -> Path:
+    """``$VIGIL_CACHE``, else ``$XDG_CACHE_HOME/vigil``, else ``~/.cache/vigil``."""
+    env = os.environ.get("VIGIL_CACHE")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "vigil"
+
+
+def apt_env(catalog: Catalog, cache_dir: Path) -> AptEnv | None:
+    """The channel's own apt configuration (``<cache_dir>/apt/<channel>``), or None without ``apt:``.
+
+    Nothing is written until the first apt call needs it.
+    """
+    if catalog.apt is None:
+        return None
+    root = Path(cache_dir) / "apt" / catalog.channel
+    return AptEnv(catalog.apt, catalog.arch, root, channel=catalog.channel)
+
+
 def fetch_component(
     locked_component: LockedComponent,
     cache_dir: Path,
     dest_dir: Path,
     progress: Progress | None = None,
+    apt: AptEnv | None = None,
 ) -> list[StagedFile]:
     """Fetch, verify and stage every file of one locked component.
 
     Files are written under ``dest_dir/components/<name>/…`` and described by the returned
     :class:`StagedFile` list, sorted by path. ``progress(done_bytes, total_bytes | None)`` is called
-    while downloading. Raises :class:`FetchError` on any download or checksum failure.
+    while downloading. ``apt`` (from :func:`apt_env`) is the channel's own apt for deb components;
+    None uses the host's. Raises :class:`FetchError` on any download or checksum failure.
     """
     comp = locked_component
     cache = Cache(Path(cache_dir))
@@ -74,7 +111,7 @@ def fetch_component(
         if comp.kind == "project":
             staged += _stage_project(comp, art, cache, out_dir)
             continue
-        local = _obtain(comp, art, cache, progress)
+        local = _obtain(comp, art, cache, progress, apt)
         upstream_url = art.url or local_uri(comp, art)
         assert art.sha256 is not None  # noqa: S101 - narrows the type
         if comp.kind == "deb" and comp.ship == "deb":
@@ -99,7 +136,13 @@ def local_uri(comp: LockedComponent, art: LockedArtifact) -> str:
     return comp.resolve_path(art.path).as_uri()
 
 
-def _obtain(comp: LockedComponent, art: LockedArtifact, cache: Cache, progress: Progress | None) -> Path:
+def _obtain(
+    comp: LockedComponent,
+    art: LockedArtifact,
+    cache: Cache,
+    progress: Progress | None,
+    apt: AptEnv | None = None,
+) -> Path:
     """The verified bytes of one artifact, in the cache."""
     assert art.sha256 is not None  # noqa: S101 - narrows the type
     if comp.kind == "file":
@@ -121,12 +164,19 @@ def _obtain(comp: LockedComponent, art: LockedArtifact, cache: Cache, progress: 
             shutil.rmtree(work, ignore_errors=True)
     assert art.url is not None  # noqa: S101 - narrows the type
     if comp.kind == "deb":
-        return _obtain_deb(comp, art, cache, progress)
+        return _obtain_deb(comp, art, cache, progress, apt)
     return cache.fetch(art.url, art.sha256, size=art.size, progress=progress)
 
 
-def _obtain_deb(comp: LockedComponent, art: LockedArtifact, cache: Cache, progress: Progress | None) -> Path:
-    """``apt-get download`` the exact package; if apt cannot, download the locked URL."""
+def _obtain_deb(
+    comp: LockedComponent,
+    art: LockedArtifact,
+    cache: Cache,
+    progress: Progress | None,
+    apt: AptEnv | None = None,
+) -> Path:
+    """``apt-get download`` the exact package (through ``apt`` when given, else the host's apt);
+    if apt cannot, download the locked URL."""
     assert art.sha256 is not None and art.url is not None  # noqa: S101 - narrows the type
     hit = cache.lookup(art.sha256)
     if hit is not None:
@@ -136,7 +186,9 @@ def _obtain_deb(comp: LockedComponent, art: LockedArtifact, cache: Cache, progre
     try:
         try:
             arch = art.filename[: -len(".deb")].rsplit("_", 1)[-1] if art.filename.endswith(".deb") else ""
-            deb = _apt.download(art.name or comp.name, art.version or comp.version, arch, work, obj=obj)
+            deb = _apt.download(
+                art.name or comp.name, art.version or comp.version, arch, work, obj=obj, apt=apt
+            )
         except FetchError as apt_error:
             try:
                 return cache.fetch(art.url, art.sha256, size=art.size, progress=progress)
