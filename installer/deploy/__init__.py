@@ -25,6 +25,7 @@ from vigil.installer.deploy.runner import (
     ping_hosts,
     start_playbook,
 )
+from vigil.installer.deploy.site import SiteLock
 
 __all__ = [
     "DeployError",
@@ -109,17 +110,25 @@ def start_deploy(
     """Steps 4-5, started: the run goes on in the background; ``.wait()`` gives its result."""
     extravars = artifact_vars(plan.bundle)
     extravars["vigil_home"] = str(home)
-    return start_playbook(
-        runs_dir=home / "runs",
-        ansible_dir=plan.ansible_dir,
-        inventory=plan.inventory.path,
-        extravars=extravars,
-        limit=plan.limit,
-        tags=plan.tags,
-        check=plan.check,
-        events=events,
-        run_id=plan.run_id,
-    )
+    extravars["vigil_run_id"] = plan.run_id
+    lock = None if plan.check else SiteLock(home, f"deploy {plan.run_id}").acquire()
+    try:
+        return start_playbook(
+            runs_dir=home / "runs",
+            ansible_dir=plan.ansible_dir,
+            inventory=plan.inventory.path,
+            extravars=extravars,
+            limit=plan.limit,
+            tags=plan.tags,
+            check=plan.check,
+            events=events,
+            run_id=plan.run_id,
+            on_finish=lock.release if lock is not None else None,
+        )
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
 
 
 def deploy(plan: DeployPlan, *, home: Path) -> RunResult:

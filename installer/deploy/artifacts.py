@@ -161,6 +161,7 @@ def artifact_vars(bundle: StoredBundle) -> dict[str, Any]:
         }
     return {
         "vigil_bundle_version": bundle.version,
+        "vigil_bundle_channel": bundle.manifest.channel,
         "vigil_bundle_dir": str(bundle.files),
         "vigil_bundle_manifest_sha256": bundle.manifest_sha256,
         "vigil_artifacts": artifacts,

@@ -16,6 +16,7 @@ import queue
 import secrets
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,6 +49,8 @@ class Failure:
     host: str
     task: str
     message: str
+    #: the role the failed task belongs to ("" for a task of the playbook itself)
+    role: str = ""
 
 
 @dataclass
@@ -80,10 +83,14 @@ class Progress:
                 score.ok += 1
             elif kind == "runner_on_failed" and host and not data.get("ignore_errors"):
                 self.host(host).failed += 1
-                self.failures.append(Failure(host, data.get("task", ""), _message(data.get("res", {}))))
+                self.failures.append(
+                    Failure(host, data.get("task", ""), _message(data.get("res", {})), data.get("role", ""))
+                )
             elif kind == "runner_on_unreachable" and host:
                 self.host(host).unreachable += 1
-                self.failures.append(Failure(host, data.get("task", ""), _message(data.get("res", {}))))
+                self.failures.append(
+                    Failure(host, data.get("task", ""), _message(data.get("res", {})), data.get("role", ""))
+                )
             elif kind == "runner_on_skipped" and host:
                 self.host(host).skipped += 1
             elif kind == "playbook_on_stats":
@@ -179,6 +186,8 @@ class PlaybookRun:
     _thread: threading.Thread = field(repr=False)
     _runner: Any = field(repr=False)
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
+    #: called again after the thread ended, in case the run died before ansible-runner's own call
+    _on_finish: Callable[[], None] | None = field(default=None, repr=False)
 
     def cancel(self) -> None:
         """Ask ansible-runner to stop the run; it ends the play and reports status ``canceled``."""
@@ -196,6 +205,8 @@ class PlaybookRun:
         self._thread.join(timeout)
         if self._thread.is_alive():
             raise TimeoutError(f"run {self.run_id} still going after {timeout} s")
+        if self._on_finish is not None:
+            self._on_finish()
         with self.progress.lock:
             self.progress.finished = True
         return RunResult(
@@ -216,13 +227,16 @@ def start_playbook(
     playbook: str = "playbooks/site.yml",
     limit: str | None = None,
     tags: str | None = None,
+    skip_tags: str | None = None,
     check: bool = False,
     events: queue.Queue[dict[str, Any]] | None = None,
     run_id: str | None = None,
+    on_finish: Callable[[], None] | None = None,
 ) -> PlaybookRun:
     """Start ``playbook`` from ``ansible_dir`` (with ``ansible_dir/roles``) against ``inventory``.
 
-    Returns at once; the run's artifacts go to ``runs_dir/<run id>/``.
+    Returns at once; the run's artifacts go to ``runs_dir/<run id>/``. ``on_finish`` is called on the
+    run's thread when it ends, however it ends (a lock it held is released there).
     """
     import ansible_runner
 
@@ -249,10 +263,12 @@ def start_playbook(
         extravars=extravars,
         limit=limit,
         tags=tags,
+        skip_tags=skip_tags,
         cmdline="--check --diff" if check else None,
         envvars=_environment(ansible_dir / "roles", run_dir),
         event_handler=handler,
         cancel_callback=cancel.is_set,
+        finished_callback=(lambda _runner: on_finish()) if on_finish is not None else None,
         quiet=True,
         artifact_dir=str(run_dir),
         ident="artifacts",
@@ -266,6 +282,7 @@ def start_playbook(
         _thread=thread,
         _runner=runner,
         _cancel=cancel,
+        _on_finish=on_finish,
     )
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from vigil.installer.deploy import DeployError, DeployPlan, PlaybookRun, RunResult
 from vigil.installer.deploy import plan_deploy as _plan
 from vigil.installer.deploy import start_deploy as _start
+from vigil.installer.deploy.site import append_history
 from vigil.installer.ops._invocation import Invocation
 from vigil.installer.ops.keys import trust_for_bundle
 
@@ -72,6 +73,18 @@ def finish_deploy(inv: Invocation, run: PlaybookRun) -> RunResult:
             for h, s in result.progress.hosts.items()
         },
     )
+    if not inv.details.get("check"):
+        append_history(
+            inv.home,
+            {
+                "action": "deploy",
+                "run_id": result.run_id,
+                "bundle_version": inv.details.get("bundle_version"),
+                "outcome": "ok" if result.ok else "failed",
+                "limit": inv.details.get("limit"),
+                "tags": inv.details.get("tags"),
+            },
+        )
     return result
 
 

@@ -521,5 +521,5 @@ def test_lab_inventory_caps_alert_durations_for_quick_faults() -> None:
 
 def test_site_playbook_runs_the_exporter_roles_on_their_groups() -> None:
     plays = load(REPO / "playbooks" / "site.yml")
-    where = {r["role"]: p["hosts"] for p in plays for r in p["roles"]}
+    where = {r["role"]: p["hosts"] for p in plays for r in p.get("roles", [])}
     assert where["dcgm_exporter"] == "gpu_nodes" and where["slurm_exporter"] == "slurm_controller"
