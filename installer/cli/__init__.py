@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     from vigil.installer.cli import report as report_cli
     from vigil.installer.cli import trust as trust_cli
     from vigil.installer.cli import tui as tui_cli
+    from vigil.installer.cli import upgrade as upgrade_cli
 
     parser = _Parser(
         prog="vigil",
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
         trust_cli,
         bundle_cli,
         deploy_cli,
+        upgrade_cli,
         lab_cli,
         report_cli,
         audit_cli,

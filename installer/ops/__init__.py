@@ -51,6 +51,9 @@ from vigil.installer.ops.report import (
     report_verify,
     resolve_vm,
 )
+from vigil.installer.ops.upgrade import HostStatus, Outcome, upgrade
+from vigil.installer.ops.upgrade import plan_lines as upgrade_plan_lines
+from vigil.installer.ops.upgrade import status as site_status
 
 __all__ = [
     "Built",
@@ -58,8 +61,10 @@ __all__ = [
     "Event",
     "EventSink",
     "Generated",
+    "HostStatus",
     "Invocation",
     "NewKey",
+    "Outcome",
     "Split",
     "Step",
     "audit_checkpoint",
@@ -96,9 +101,12 @@ __all__ = [
     "resolve_vm",
     "resolve_trust",
     "show_key",
+    "site_status",
     "show_trust",
     "sign_trust",
     "split_bundle",
     "start_deploy",
+    "upgrade",
+    "upgrade_plan_lines",
     "verify_bundle",
 ]

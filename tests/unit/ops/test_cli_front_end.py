@@ -20,6 +20,9 @@ JSON = {
     "bundle inspect",
     "bundle import",
     "deploy",
+    "upgrade",
+    "rollback",
+    "status",
     "lab up",
     "lab down",
     "lab status",
@@ -28,7 +31,7 @@ JSON = {
     "audit show",
 }
 #: subcommands that verify against a trust root; each must take --trust
-TRUST = {"bundle verify", "bundle import", "bundle join", "deploy"}
+TRUST = {"bundle verify", "bundle import", "bundle join", "deploy", "upgrade", "rollback", "status"}
 
 
 def leaves(parser: argparse.ArgumentParser, prefix: str = "") -> dict[str, argparse.ArgumentParser]:

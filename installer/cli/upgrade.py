@@ -1,0 +1,155 @@
+"""``vigil upgrade``, ``vigil rollback``, ``vigil status``: move the site between imported bundles, and
+show what runs where."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from vigil.installer import ops
+from vigil.installer.cli._common import json_option, trust_option
+from vigil.installer.cli._output import emit_json, ok, showing_progress
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    inventory = argparse.ArgumentParser(add_help=False)
+    inventory.add_argument("--inventory", "-i", type=Path, required=True, help="inventory directory or file")
+    inventory.add_argument(
+        "--ansible-dir",
+        type=Path,
+        help="use this Ansible tree instead of the bundles' (development only; recorded)",
+    )
+
+    p = sub.add_parser(
+        "upgrade",
+        parents=[inventory, trust_option(), json_option()],
+        help="upgrade the site to an imported bundle, rolling, with automatic rollback",
+        description="Upgrade every host to an imported bundle (default: the highest). The plan (per host and "
+        "component, old -> new) is shown first; --check stops there. Then the GPU nodes and the controller, "
+        "--serial at a time, then on the monitoring hosts every service but VictoriaMetrics, and "
+        "VictoriaMetrics last; each step is health-checked. A failed check switches that step's hosts "
+        "back to their previous bundle, stops, and exits 1. A rerun skips what is already at the target.",
+    )
+    p.add_argument("--to", type=int, metavar="VERSION", help="bundle version (default: the highest imported)")
+    p.add_argument("--serial", type=int, default=1, metavar="N", help="hosts changed at a time (default 1)")
+    p.add_argument("--check", action="store_true", help="show the plan and change nothing")
+    p.add_argument(
+        "--allow-downgrade",
+        action="store_true",
+        help="allow a bundle older than the newest imported, or than what a host runs (audited)",
+    )
+    p.set_defaults(func=_upgrade, action="upgrade", rollback=False, keep_store=False)
+
+    p = sub.add_parser(
+        "rollback",
+        parents=[inventory, trust_option(), json_option()],
+        help="return the site to the previous (or named) deployed bundle",
+        description="Return every host to the bundle the site ran before the current one (from the site "
+        "history, $VIGIL_HOME/site/history.jsonl), or to --to VERSION, the same way as an upgrade. A store "
+        "rollback that the older VictoriaMetrics could not read is refused.",
+    )
+    p.add_argument("--to", type=int, metavar="VERSION", help="bundle version (default: the previous one)")
+    p.add_argument("--serial", type=int, default=1, metavar="N", help="hosts changed at a time (default 1)")
+    p.add_argument("--check", action="store_true", help="show the plan and change nothing")
+    p.add_argument(
+        "--keep-store",
+        action="store_true",
+        help="leave VictoriaMetrics at the version it runs (an older release cannot read a newer one's data)",
+    )
+    p.set_defaults(func=_upgrade, action="rollback", rollback=True, allow_downgrade=True)
+
+    p = sub.add_parser(
+        "status",
+        parents=[inventory, trust_option(), json_option("hosts' status")],
+        help="each host's components, versions, bundle and drift",
+        description="Read each host's facts file (written by every deploy) and re-hash the binaries, units "
+        "and configuration it lists. Changes nothing. Exit 1 when a host drifted from what was deployed, "
+        "has no facts file, or a service is not active.",
+    )
+    p.add_argument("--limit", help="only these hosts/groups (Ansible pattern)")
+    p.set_defaults(func=_status, action="status")
+
+
+def _upgrade(args: argparse.Namespace, inv: ops.Invocation) -> int:
+    with showing_progress(inv, steps=f"{args.action}: ", bars=False):
+        out = ops.upgrade(
+            inv,
+            inventory=args.inventory,
+            trust=args.trust,
+            to=args.to,
+            serial=args.serial,
+            check=args.check,
+            allow_downgrade=args.allow_downgrade,
+            rollback=args.rollback,
+            keep_store=args.keep_store,
+            ansible_dir=args.ansible_dir,
+        )
+    if args.json:
+        emit_json(
+            {
+                "id": out.upgrade_id,
+                "run_dir": str(out.run_dir),
+                "bundle_version": out.target,
+                "check": out.checked_only,
+                "changes": [vars(c) for c in out.changes],
+                "steps": out.steps_run,
+                "skipped": out.skipped,
+            }
+        )
+        return 0
+    if out.checked_only:
+        for line in ops.upgrade_plan_lines(out.changes, out.target):
+            print(line)
+        ok(
+            f"{args.action} {out.upgrade_id}",
+            f"plan only (--check); nothing changed; artifacts {out.run_dir}",
+        )
+    else:
+        ok(
+            f"{args.action} {out.upgrade_id}",
+            f"site at bundle {out.target}: {len(out.steps_run)} steps run, {len(out.skipped)} already there",
+        )
+    return 0
+
+
+def _status_lines(hosts: dict[str, ops.HostStatus]) -> list[str]:
+    lines = []
+    for name in sorted(hosts):
+        s = hosts[name]
+        if not s.deployed:
+            lines.append(f"{name}: never deployed (no /var/lib/vigil/deployed.json)")
+            continue
+        lines.append(f"{name}: bundle {s.bundle_version} ({s.channel or 'channel unknown'})")
+        for c in sorted(s.components.values(), key=lambda c: c.name):
+            state = s.services.get(c.service, "") if c.service else ""
+            lines.append(
+                f"  {c.name} {c.version} (bundle {c.bundle_version})"
+                + (f" {c.service} {state}" if state else "")
+            )
+        for d in s.drift:
+            lines.append(f"  DRIFT {d.component or '-'}: {d.path}: {d.reason}")
+    return lines
+
+
+def _status(args: argparse.Namespace, inv: ops.Invocation) -> int:
+    hosts = ops.site_status(
+        inv, inventory=args.inventory, trust=args.trust, limit=args.limit, ansible_dir=args.ansible_dir
+    )
+    bad = sorted(
+        h
+        for h, s in hosts.items()
+        if not s.deployed
+        or s.drift
+        or any(s.services.get(c.service, "active") != "active" for c in s.components.values() if c.service)
+    )
+    if args.json:
+        emit_json({"hosts": {h: s.to_json() for h, s in sorted(hosts.items())}, "attention": bad})
+    else:
+        for line in _status_lines(hosts):
+            print(line)
+        if not bad:
+            ok("status", f"{len(hosts)} hosts as deployed")
+        else:
+            print(f"FAIL: status: {', '.join(bad)} not as deployed", file=sys.stderr)
+    return 1 if bad else 0

@@ -1,0 +1,103 @@
+"""Upgrade, rollback and status: the site moved to another imported bundle, step by step, and read back."""
+
+from __future__ import annotations
+
+import queue
+from pathlib import Path
+from typing import Any
+
+from vigil.installer.deploy.site import HostStatus, append_history
+from vigil.installer.deploy.upgrade import Outcome, Rollout, UpgradeFailed, plan_lines, site_status
+from vigil.installer.ops._invocation import Invocation
+from vigil.installer.ops.keys import trust_for_bundle
+
+__all__ = ["HostStatus", "Outcome", "plan_lines", "status", "upgrade"]
+
+
+def upgrade(
+    inv: Invocation,
+    *,
+    inventory: Path,
+    trust: Path | None = None,
+    to: int | None = None,
+    serial: int = 1,
+    check: bool = False,
+    allow_downgrade: bool = False,
+    rollback: bool = False,
+    keep_store: bool = False,
+    ansible_dir: Path | None = None,
+    events: queue.Queue[dict[str, Any]] | None = None,
+) -> Outcome:
+    """``upgrade`` (or ``rollback``): the plan, then the steps; on a failed health check the step's
+    hosts are switched back and :class:`UpgradeFailed` raised. Each run is recorded in the site's
+    history and the audit log (host, component and reason of a failure included)."""
+    inv.object = str(inventory)
+    root = trust_for_bundle(inv.home, trust, inv.details).root
+    action = "rollback" if rollback else "upgrade"
+    rollout = Rollout(
+        inv.home,
+        inventory,
+        root,
+        target=to,
+        serial=serial,
+        check=check,
+        allow_downgrade=allow_downgrade,
+        action=action,
+        keep_store=keep_store,
+        ansible_dir=ansible_dir,
+        say=inv.step,
+        events=events,
+    )
+    inv.details.update(
+        check=check, serial=serial, allow_downgrade=allow_downgrade, requested=to, keep_store=keep_store
+    )
+    if ansible_dir is not None:  # a development tree instead of the bundles' own roles: on the record
+        inv.details.update(ansible_dir=str(ansible_dir))
+    try:
+        out = rollout.run()
+    except UpgradeFailed as exc:
+        inv.details.update(run_dir=str(rollout.run_dir))
+        append_history(
+            inv.home,
+            {"action": action, "run_id": rollout.run_dir.name, "outcome": "failed", "reason": str(exc)},
+        )
+        raise
+    inv.details.update(
+        run_dir=str(out.run_dir),
+        bundle_version=out.target,
+        changes=[vars(c) for c in out.changes if c.changes],
+        steps=out.steps_run,
+        skipped=out.skipped,
+    )
+    if not check:
+        append_history(
+            inv.home,
+            {
+                "action": action,
+                "run_id": out.upgrade_id,
+                "bundle_version": out.target,
+                "outcome": "ok",
+                "hosts": sorted({c.host for c in out.changes}),
+            },
+        )
+    return out
+
+
+def status(
+    inv: Invocation,
+    *,
+    inventory: Path,
+    trust: Path | None = None,
+    limit: str | None = None,
+    ansible_dir: Path | None = None,
+) -> dict[str, HostStatus]:
+    """``status``: each host's components, versions, bundle version and drift."""
+    inv.object = str(inventory)
+    root = trust_for_bundle(inv.home, trust, inv.details).root
+    run_dir, hosts = site_status(inv.home, inventory, root, limit=limit, ansible_dir=ansible_dir)
+    inv.details.update(
+        run_dir=str(run_dir),
+        drift={h: len(s.drift) for h, s in hosts.items() if s.drift},
+        bundle_versions={h: s.bundle_version for h, s in hosts.items()},
+    )
+    return hosts

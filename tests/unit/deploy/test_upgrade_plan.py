@@ -1,0 +1,284 @@
+"""The upgrade's decisions that need no host: the order of the steps, what a step may skip, the store
+rollback refusal, the site history, and how a host's status document is read (hostile ones too)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from vigil.installer.deploy.artifacts import DeployError
+from vigil.installer.deploy.inventory import Inventory
+from vigil.installer.deploy.runner import Failure, Progress, RunResult
+from vigil.installer.deploy.site import (
+    append_history,
+    history_path,
+    parse_host_status,
+    previous_version,
+    read_history,
+    read_status_dir,
+)
+from vigil.installer.deploy.upgrade import (
+    Step,
+    _first_failure,
+    _numeric,
+    plan_changes,
+    plan_lines,
+    rollout,
+    store_downgrade_refusal,
+)
+
+INV = Inventory(
+    path=Path("inv"),
+    hosts=["ctl01", "gpu01", "gpu02", "gpu03", "mon01"],
+    groups={"monitoring": ["mon01"], "slurm_controller": ["ctl01"], "gpu_nodes": ["gpu01", "gpu02", "gpu03"]},
+)
+
+
+def _doc(
+    host: str,
+    comps: dict[str, tuple[str, str, int]],
+    *,
+    drift: list[Any] | None = None,
+    services: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    return {
+        "host": host,
+        "facts": {
+            "format": 1,
+            "host": host,
+            "bundle_version": max((c[2] for c in comps.values()), default=1),
+            "bundle_channel": "debian",
+            "components": {
+                name: {
+                    "version": v,
+                    "role": role,
+                    "service": f"vigil-{role}",
+                    "bundle_version": bv,
+                    "files": {},
+                }
+                for name, (v, role, bv) in comps.items()
+            },
+        },
+        "drift": drift or [],
+        "services": services or {f"vigil-{role}": "active" for (_, role, _) in comps.values()},
+    }
+
+
+MON = {
+    "victoria-metrics": ("1.79.5", "victoriametrics", 1),
+    "prometheus-alertmanager": ("0.25.0", "alertmanager", 1),
+    "prometheus-node-exporter": ("1.5.0", "node_exporter", 1),
+}
+
+
+def test_nodes_first_then_services_then_the_store_last() -> None:
+    steps = rollout(INV, 2)
+    assert [(s.phase, s.hosts) for s in steps] == [
+        ("nodes", ("ctl01", "gpu01")),
+        ("nodes", ("gpu02", "gpu03")),
+        ("services", ("mon01",)),
+        ("store", ("mon01",)),
+    ]
+    services, store = steps[2], steps[3]
+    assert services.skip_tags == "victoriametrics" and services.tags is None
+    assert store.tags == "victoriametrics" and store.skip_tags is None
+    assert [s.hosts for s in rollout(INV, 1)][:4] == [("ctl01",), ("gpu01",), ("gpu02",), ("gpu03",)]
+
+
+@pytest.mark.parametrize("serial", [0, -3])
+def test_serial_below_one_is_refused(serial: int) -> None:
+    with pytest.raises(DeployError, match="--serial: must be at least 1"):
+        rollout(INV, serial)
+
+
+def test_a_step_is_done_only_when_its_roles_are_at_the_target_undrifted_and_running() -> None:
+    services, store = Step("services", ("mon01",), skip_tags="victoriametrics"), Step("store", ("mon01",))
+    half = dict(
+        MON,
+        **{
+            "prometheus-alertmanager": ("0.28.1", "alertmanager", 2),
+            "prometheus-node-exporter": ("1.9.0", "node_exporter", 2),
+        },
+    )
+    st = parse_host_status(_doc("mon01", half), source="t")
+    assert services.done(st, 2)  # everything but the store moved: the services step may be skipped
+    assert not store.done(st, 2)  # the store did not
+    drifted = parse_host_status(
+        _doc(
+            "mon01", half, drift=[{"component": "prometheus-alertmanager", "path": "/x", "reason": "changed"}]
+        ),
+        source="t",
+    )
+    assert not services.done(drifted, 2)
+    stopped = parse_host_status(
+        _doc("mon01", half, services={"vigil-alertmanager": "failed", "vigil-node_exporter": "active"}),
+        source="t",
+    )
+    assert not services.done(stopped, 2)
+    unreadable = parse_host_status(
+        _doc(
+            "mon01",
+            half,
+            drift=[{"component": "", "path": "/var/lib/vigil/deployed.json", "reason": "unreadable"}],
+        ),
+        source="t",
+    )
+    assert not services.done(unreadable, 2)
+
+
+def test_a_host_without_facts_is_never_done() -> None:
+    st = parse_host_status({"host": "gpu01", "facts": None, "drift": [], "services": {}}, source="t")
+    assert not st.deployed
+    assert not Step("nodes", ("gpu01",)).done(st, 1)
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        [],
+        "gpu01",
+        {"facts": {}},
+        {"host": 7},
+    ],
+)
+def test_a_document_that_is_not_a_host_status_is_refused(doc: object) -> None:
+    with pytest.raises(DeployError, match="is not a host status document"):
+        parse_host_status(doc, source="status/gpu01.json")
+
+
+def test_hostile_facts_are_read_as_what_they_can_prove() -> None:
+    st = parse_host_status(
+        {
+            "host": "gpu01",
+            "facts": {
+                "bundle_version": True,  # a bool is not a version
+                "components": {
+                    "a": "not a mapping",
+                    "b": {"version": "1", "role": "r", "bundle_version": "3"},  # a string is not one either
+                    "c": {"version": "1", "role": "r", "service": "s", "bundle_version": 3},
+                },
+            },
+            "drift": ["junk", {"component": "c", "path": "/p", "reason": "changed"}],
+            "services": {"s": "active"},
+        },
+        source="t",
+    )
+    assert st.bundle_version is None and not st.deployed
+    assert list(st.components) == ["c"]
+    assert [d.path for d in st.drift] == ["/p"]
+
+
+def test_status_dir_needs_a_document_per_host(tmp_path: Path) -> None:
+    (tmp_path / "gpu01.json").write_text(json.dumps(_doc("gpu01", MON)))
+    (tmp_path / "gpu02.json").write_text("{not json")
+    assert read_status_dir(tmp_path, ["gpu01"])["gpu01"].bundle_version == 1
+    with pytest.raises(DeployError, match="unreadable"):
+        read_status_dir(tmp_path, ["gpu02"])
+    with pytest.raises(DeployError, match="host gpu03: status.yml wrote no gpu03.json"):
+        read_status_dir(tmp_path, ["gpu03"])
+
+
+def test_plan_names_old_and_new_per_host_and_component() -> None:
+    st = {"mon01": parse_host_status(_doc("mon01", MON), source="t")}
+    target = SimpleNamespace(
+        manifest=SimpleNamespace(
+            components=[
+                SimpleNamespace(name="victoria-metrics", version="1.112.0"),
+                SimpleNamespace(name="prometheus-alertmanager", version="0.28.1"),
+                SimpleNamespace(name="prometheus-node-exporter", version="1.5.0"),
+            ]
+        )
+    )
+    changes = plan_changes(st, target)  # type: ignore[arg-type]
+    moved = {(c.component, c.old, c.new) for c in changes if c.changes}
+    assert moved == {
+        ("victoria-metrics", "1.79.5", "1.112.0"),
+        ("prometheus-alertmanager", "0.25.0", "0.28.1"),
+    }
+    lines = plan_lines(changes, 2)
+    assert "  mon01: victoria-metrics 1.79.5 -> 1.112.0" in lines
+    # the services whose binary changes restart; node_exporter keeps its version and is not named
+    assert "  mon01: restarts vigil-alertmanager, vigil-victoriametrics" in lines
+    assert not any("node_exporter" in ln for ln in lines)
+    unchanged = plan_lines([c for c in changes if not c.changes], 2)
+    assert unchanged[1].startswith("  no component changes version")
+
+
+def test_debian_versions_compare_by_their_upstream_numbers() -> None:
+    assert _numeric("1.112.0+ds1-2") == (1, 112, 0)
+    assert _numeric("1.79.5+ds1-2+b5") == (1, 79, 5)
+    assert _numeric("1:3.0.9-1") == (3, 0, 9)
+    assert _numeric("v1.9.0") == (1, 9, 0)
+
+
+def test_moving_the_store_to_an_older_release_is_refused_and_upgrading_it_is_not() -> None:
+    why = store_downgrade_refusal("1.112.0+ds1-2", "1.79.5+ds1-2+b5")
+    assert why is not None and "--keep-store" in why and "1.112.0+ds1-2" in why
+    assert store_downgrade_refusal("1.79.5+ds1-2+b5", "1.112.0+ds1-2") is None  # upgrading is fine
+    assert store_downgrade_refusal("1.112.0+ds1-2", "1.112.0+ds1-3") is None  # a Debian rebuild
+    assert store_downgrade_refusal("1.112.0+ds1-2", "1.112.0+ds1-2") is None
+
+
+def _result(failures: list[Failure], rc: int = 0) -> RunResult:
+    p = Progress()
+    p.failures.extend(failures)
+    for f in failures:
+        p.host(f.host).failed += 1
+    return RunResult("r", Path("/runs/r"), "failed" if failures or rc else "successful", rc, p)
+
+
+def test_a_failure_names_host_component_and_reason() -> None:
+    assert _first_failure(_result([])) is None
+    assert _first_failure(
+        _result([Failure("mon01", "Check rules", "vmalert: group x: lastError boom", "")])
+    ) == ("mon01", "vmalert", "group x: lastError boom")
+    # a message that does not start with a component: the role names it
+    assert _first_failure(
+        _result([Failure("mon01", "Probe", "vmalert on mon01 is not healthy: 503", "vmalert")])
+    ) == ("mon01", "vmalert", "vmalert on mon01 is not healthy: 503")
+    assert _first_failure(_result([], rc=2)) == (
+        "all",
+        "playbook",
+        "ansible status failed (rc 2); see /runs/r",
+    )
+
+
+def test_history_appends_and_finds_the_previous_version(tmp_path: Path) -> None:
+    assert read_history(tmp_path) == []
+    append_history(tmp_path, {"action": "deploy", "bundle_version": 1, "outcome": "ok"})
+    append_history(tmp_path, {"action": "upgrade", "bundle_version": 2, "outcome": "failed"})
+    append_history(tmp_path, {"action": "upgrade", "bundle_version": 2, "outcome": "ok"})
+    history = read_history(tmp_path)
+    assert [h["bundle_version"] for h in history] == [1, 2, 2]
+    assert all(h["at"].endswith("Z") for h in history)
+    assert previous_version(history, 2) == 1
+    assert previous_version(history, 1) == 2
+    assert previous_version(history[:1], 1) is None
+    assert oct(os.stat(history_path(tmp_path)).st_mode & 0o777) == "0o640"
+
+
+def test_a_torn_last_line_is_skipped_and_a_torn_middle_line_is_an_error(tmp_path: Path) -> None:
+    append_history(tmp_path, {"action": "deploy", "bundle_version": 1, "outcome": "ok"})
+    path = history_path(tmp_path)
+    with path.open("a") as f:
+        f.write('{"action": "upgr')  # the write that died with the power
+    assert [h["bundle_version"] for h in read_history(tmp_path)] == [1]
+    with path.open("a") as f:
+        f.write("\n" + json.dumps({"action": "deploy", "bundle_version": 3, "outcome": "ok"}) + "\n")
+    with pytest.raises(DeployError, match="line 2 is not JSON"):
+        read_history(tmp_path)
+
+
+def test_history_is_not_written_through_a_link(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.write_text("")
+    history_path(tmp_path).parent.mkdir(parents=True)
+    history_path(tmp_path).symlink_to(target)
+    with pytest.raises(OSError):
+        append_history(tmp_path, {"action": "deploy", "bundle_version": 1, "outcome": "ok"})
+    assert target.read_text() == ""
