@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO_DIR ?= demo
 
-.PHONY: demo test test-fast test-integration system-deps venv lint lint-ruff lint-types lint-imports lint-ansible \
+.PHONY: demo demo-upgrade test test-fast test-integration system-deps venv lint lint-ruff lint-types lint-imports lint-ansible \
 	lint-shell bench clean
 
 $(STAMP): pyproject.toml exporters/pyproject.toml
@@ -24,6 +24,10 @@ system-deps:
 
 demo: system-deps $(STAMP)
 	$(BIN)/vigil demo --workdir $(DEMO_DIR) $(DEMO_ARGS)
+
+# After `make demo`: the lab moved to the next bundle, built from Debian 13's packages.
+demo-upgrade: system-deps $(STAMP)
+	$(BIN)/vigil demo --workdir $(DEMO_DIR) --upgrade debian-next
 
 test: system-deps $(STAMP)
 	$(BIN)/pytest -q tests

@@ -43,6 +43,20 @@ def vigil(env: dict[str, str], *args: str) -> str:
     return res.stdout
 
 
+def signed_store(env: dict[str, str], work: Path, channels: list[str]) -> None:
+    """A release key and trust root under WORK, installed in env's VIGIL_HOME, and one bundle per
+    channel built with it (versions 1, 2, ...) and imported."""
+    key = work / "release"
+    vigil(env, "keys", "generate", "--out", str(key))
+    trust = str(work / "trust.json")
+    vigil(env, "trust", "init", "--key", f"{key}.pub", "--threshold", "1", "--out", trust)
+    vigil(env, "trust", "install", trust)
+    for version, channel in enumerate(channels, start=1):
+        build = ["--channel", channel, "--version", str(version), "--key", f"{key}.key"]
+        vigil(env, "bundle", "build", *build, "--out", str(work / "out"))
+        vigil(env, "bundle", "import", str(work / "out" / f"vigil-{version}-amd64.bundle"))
+
+
 def per_host_seconds(run_dir: Path) -> dict[str, float]:
     spans: dict[str, list[float]] = {}
     for path in (run_dir / "artifacts" / "job_events").glob("*.json"):
@@ -65,33 +79,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="vigil-deploy-bench-", dir=args.workdir))
     env = {**os.environ, "VIGIL_HOME": str(work / "home"), "PYTHONPATH": str(REPO)}
     inventory = work / "inventory"
-    vigil(env, "keys", "generate", "--out", str(work / "release"))
-    vigil(
-        env,
-        "trust",
-        "init",
-        "--key",
-        str(work / "release.pub"),
-        "--threshold",
-        "1",
-        "--out",
-        str(work / "trust.json"),
-    )
-    vigil(env, "trust", "install", str(work / "trust.json"))
-    vigil(
-        env,
-        "bundle",
-        "build",
-        "--channel",
-        "debian",
-        "--version",
-        "1",
-        "--key",
-        str(work / "release.key"),
-        "--out",
-        str(work / "out"),
-    )
-    vigil(env, "bundle", "import", str(work / "out" / "vigil-1-amd64.bundle"))
+    signed_store(env, work, ["debian"])
 
     vigil(env, "lab", "down")
     t = time.monotonic()

@@ -40,6 +40,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--workdir", type=Path, default=Path("demo"), help="demo directory (default ./demo)")
     p.add_argument("--channel", default="debian", help="channel to build (default debian)")
     p.add_argument("--no-lab", action="store_true", help="stop after the import (no lab, no deploy)")
+    p.add_argument(
+        "--upgrade",
+        metavar="CHANNEL",
+        help="after a demo has deployed the lab: build the next bundle from CHANNEL (e.g. debian-next), "
+        "import it, show the upgrade's plan, upgrade the lab and show each host's status",
+    )
     p.set_defaults(func=_demo, action="demo")
 
 
@@ -61,6 +67,13 @@ def _run(home: Path, *args: str, capture: bool = False) -> str:
     return out.getvalue()
 
 
+def _build(home: Path, channel: str, version: int, key: Path, out: Path) -> Path:
+    """`vigil bundle build` of CHANNEL as VERSION, signed with the demo key; the bundle's path."""
+    build = ["--channel", channel, "--version", str(version), "--key", f"{key}.key", "--out", str(out)]
+    _run(home, "bundle", "build", *build)
+    return out / f"vigil-{version}-amd64.bundle"
+
+
 def _demo(args: argparse.Namespace, inv: Invocation) -> int:
     from vigil.installer.ops import installed_trust_path
 
@@ -75,6 +88,8 @@ def _demo(args: argparse.Namespace, inv: Invocation) -> int:
     trust = work / "trust.json"
     version = BundleStore(home).highest() + 1
     out = work / "out"
+    if args.upgrade:
+        return _demo_upgrade(args.upgrade, home, key, version, out, inv)
 
     if installed_trust_path(home).is_file() and key.with_suffix(".key").is_file():
         _step("1. the demo signing key and trust root, installed by the first demo run")
@@ -91,20 +106,7 @@ def _demo(args: argparse.Namespace, inv: Invocation) -> int:
     _step(
         f"2. build bundle version {version} from the '{args.channel}' channel (fetch, verify upstream, sign)"
     )
-    _run(
-        home,
-        "bundle",
-        "build",
-        "--channel",
-        args.channel,
-        "--version",
-        str(version),
-        "--key",
-        f"{key}.key",
-        "--out",
-        str(out),
-    )
-    bundle = out / f"vigil-{version}-amd64.bundle"
+    bundle = _build(home, args.channel, version, key, out)
 
     _step("3. verify it as the air-gapped admin host would: signatures, threshold, every byte")
     _run(home, "bundle", "verify", str(bundle))
@@ -141,6 +143,31 @@ def _demo(args: argparse.Namespace, inv: Invocation) -> int:
         print(f"  the alert: {_describe(alert)}")
         _print_addresses()
     _print_next(home, bundle, lab=not args.no_lab)
+    return 0
+
+
+def _demo_upgrade(channel: str, home: Path, key: Path, version: int, out: Path, inv: Invocation) -> int:
+    """`make demo-upgrade`: the lab a demo deployed, moved to the next bundle as an operator would."""
+    if not key.with_suffix(".key").is_file() or BundleStore(home).highest() == 0:
+        raise VigilError("demo --upgrade", "no demo to upgrade here: run `make demo` first")
+    _step(f"1. build bundle version {version} from the '{channel}' channel, signed with the demo key")
+    bundle = _build(home, channel, version, key, out)
+    _step("2. verify and import it")
+    _run(home, "bundle", "import", str(bundle))
+    _step("3. what runs now, per host")
+    _run(home, "status", "--inventory", str(INVENTORY))
+    _step("4. the upgrade's plan: per host and component, old -> new; nothing changes yet")
+    _run(home, "upgrade", "--inventory", str(INVENTORY), "--to", str(version), "--check")
+    _step("5. upgrade: the nodes, then the services on mon01, VictoriaMetrics last, each step health-checked")
+    _run(home, "upgrade", "--inventory", str(INVENTORY), "--to", str(version))
+    _step("6. what runs now")
+    _run(home, "status", "--inventory", str(INVENTORY))
+    inv.details.update(version=version, bundle=str(bundle), upgrade=channel)
+    print(
+        f"\nOK: demo: the lab upgraded to bundle {version} ({channel}). To go back (VictoriaMetrics "
+        "stays, an older one cannot read its data):\n"
+        f"  VIGIL_HOME={home} {_vigil_path()} rollback --inventory {INVENTORY} --keep-store"
+    )
     return 0
 
 

@@ -175,7 +175,7 @@ FIRST = (
     "test_exporters.py",
     "test_redfish.py",
 )
-LAST = ("test_audit_role.py", "test_jobmap.py", "test_lab.py")
+LAST = ("test_audit_role.py", "test_jobmap.py", "test_upgrade.py", "test_lab.py")
 
 
 @pytest.hookimpl(trylast=True)

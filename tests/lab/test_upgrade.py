@@ -1,0 +1,317 @@
+"""Upgrade and rollback on the lab: debian (Debian 12's builds) -> debian-next (Debian 13's), a real
+change of binaries, with a marker series written all along; then a bundle whose vmalert rules the new
+binary rejects, which must be switched back on its first host and stop there."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers.cli import REPO, VIGIL, Vigil
+from tests.helpers.release import Release, _build
+from tests.lab import labhttp
+from tests.lab.conftest import DeployedStack, Lab
+from vigil.bundle.channel import build_channel
+from vigil.installer import __version__
+from vigil.installer.ops import load_keys
+
+pytestmark = pytest.mark.lab
+
+NEXT = 2  # the debian-next bundle's version (the session's debian release is 1)
+BAD = 3  # debian-next again, with a rule file vmalert refuses
+
+
+@pytest.fixture(scope="module")
+def next_version(
+    release: Release, deployed_stack: DeployedStack, tmp_path_factory: pytest.TempPathFactory
+) -> int:
+    """The debian-next bundle, built with the session's key and imported beside the debian one."""
+    out = tmp_path_factory.mktemp("next")
+    path = _build(Vigil(release.build_env), "debian-next", NEXT, release.key, out)
+    deployed_stack.vigil("bundle", "import", str(path))
+    return NEXT
+
+
+class Marker:
+    """Writes ``vigil_upgrade_marker`` to VictoriaMetrics once a second and keeps what was acknowledged."""
+
+    def __init__(self) -> None:
+        self.acked: list[int] = []  # timestamps (ms) the store answered 204 for
+        self.refused: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        while not self._stop.is_set():
+            ts = int(time.time() * 1000)
+            body = f"vigil_upgrade_marker 1 {ts}\n".encode()
+            req = urllib.request.Request(  # noqa: S310 - VM is the lab's http://198.18.0.10:8428
+                f"{labhttp.VM}/api/v1/import/prometheus", data=body, method="POST"
+            )
+            try:
+                with opener.open(req, timeout=2) as resp:
+                    (self.acked if resp.status == 204 else self.refused).append(ts)
+            except OSError:
+                self.refused.append(ts)
+            self._stop.wait(1.0)
+
+    def __enter__(self) -> Marker:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def _stored_marker(start_ms: int, end_ms: int) -> set[int]:
+    url = (
+        f"{labhttp.VM}/api/v1/export?match[]=vigil_upgrade_marker"
+        f"&start={start_ms / 1000:.3f}&end={end_ms / 1000:.3f}"
+    )
+    _, body = labhttp.get(url)
+    out: set[int] = set()
+    for line in body.splitlines():
+        if line.strip():
+            out.update(json.loads(line)["timestamps"])
+    return out
+
+
+def _status(stack: DeployedStack, lab: Lab) -> dict[str, Any]:
+    res = stack.vigil("status", "-i", str(lab.inventory), "--json", check=False)
+    assert res.returncode in (0, 1), res.stderr
+    return dict(json.loads(res.stdout))
+
+
+def _runs_bundle_binary(stack: DeployedStack, lab: Lab, host: str, version: int, rel: str) -> None:
+    """HOST's /opt/vigil/<component>/current/<rest of REL> is byte for byte bundle VERSION's file REL."""
+    want = hashlib.sha256((stack.home / f"bundles/{version}/files/components/{rel}").read_bytes()).hexdigest()
+    component, rest = rel.split("/", 1)
+    got = lab.ssh(host, f"sha256sum /opt/vigil/{component}/current/{rest}").stdout.split()[0]
+    assert got == want, f"{host}: {rel} is not bundle {version}'s"
+
+
+def test_the_plan_names_each_version_change_and_changes_nothing(
+    deployed_stack: DeployedStack, lab: Lab, next_version: int
+) -> None:
+    before = _status(deployed_stack, lab)
+    assert before["attention"] == [], before
+    plan = deployed_stack.vigil.json(
+        "upgrade", "-i", str(lab.inventory), "--to", str(next_version), "--check", "--json"
+    )
+    assert plan["check"] is True
+    moved = {(c["host"], c["component"], c["old"], c["new"]) for c in plan["changes"] if c["old"] != c["new"]}
+    assert ("mon01", "victoria-metrics", "1.79.5+ds1-2+b5", "1.112.0+ds1-2") in moved
+    assert ("gpu01", "prometheus-node-exporter", "1.5.0-1+b6", "1.9.0-1+b4") in moved
+    assert _status(deployed_stack, lab)["hosts"] == before["hosts"]  # nothing changed
+
+
+#: where the upgrade is killed with SIGKILL, one run after the other: (a phase directory the run
+#: reaches, seconds after it appears). Phase boundaries, and the middle of a play on mon01.
+KILLS = (("nodes", 0.0), ("health", 0.0), ("services", 20.0), ("store", 0.0))
+
+
+def _playbooks_of(run_dir: Path) -> list[int]:
+    """Pids of ansible-playbook processes working for RUN_DIR (its artifacts are in their command line)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "ansible-playbook" in cmd and str(run_dir) in cmd:
+            pids.append(int(proc.name))
+    return pids
+
+
+def _killed_upgrade(stack: DeployedStack, lab: Lab, version: int, phase: str, delay: float) -> list[str]:
+    """Start `vigil upgrade`, SIGKILL it DELAY seconds after its run reaches PHASE; the phases it reached."""
+    runs = stack.home / "runs"
+    before = {p.name for p in runs.iterdir()}
+    argv = [*VIGIL, "upgrade", "-i", str(lab.inventory), "--to", str(version), "--serial", "3"]
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(argv, env=stack.env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=err)
+        run_dir: Path | None = None
+        try:
+            deadline = time.monotonic() + 900
+            while True:
+                if proc.poll() is not None:
+                    err.seek(0)
+                    pytest.fail(f"upgrade exited {proc.returncode} before {phase}: {err.read()[-3000:]}")
+                assert time.monotonic() < deadline, f"the upgrade never reached {phase}"
+                if run_dir is None:
+                    run_dir = next((p for p in runs.glob("*-upgrade") if p.name not in before), None)
+                if run_dir is not None and any(
+                    re.fullmatch(rf"\d\d-{phase}(-v\d+)?", p.name) for p in run_dir.iterdir()
+                ):
+                    break
+                time.sleep(0.2)
+            time.sleep(delay)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    # the playbook it was running goes with it: its terminal (ansible-runner's pty) hangs up
+    deadline = time.monotonic() + 30
+    while _playbooks_of(run_dir) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _playbooks_of(run_dir) == [], f"ansible-playbook outlived the killed upgrade at {phase}"
+    return sorted(p.name for p in run_dir.iterdir() if re.match(r"\d\d-", p.name))
+
+
+def test_upgrade_killed_at_each_phase_in_turn_converges_and_loses_no_acknowledged_sample(
+    deployed_stack: DeployedStack, lab: Lab, next_version: int, measured: Any
+) -> None:
+    t0 = time.monotonic()
+    with Marker() as marker:
+        time.sleep(5)
+        for phase, delay in KILLS:
+            reached = _killed_upgrade(deployed_stack, lab, next_version, phase, delay)
+            print(f"killed at {phase} +{delay:.0f} s after {reached}")
+        out = deployed_stack.vigil.json(
+            "upgrade", "-i", str(lab.inventory), "--to", str(next_version), "--serial", "3", "--json"
+        )
+        time.sleep(15)
+    measured("lab: upgrade debian -> debian-next, killed 4 times, then run on", time.monotonic() - t0 - 20)
+    assert out["bundle_version"] == next_version
+    # what the killed runs finished is not done again: the last kill came as the store's step began
+    assert [s["phase"] for s in out["steps"]] == ["store"], out
+    # every sample the store acknowledged is there after the store's own restart
+    labhttp.get(f"{labhttp.VM}/internal/force_flush")
+    stored = _stored_marker(min(marker.acked) - 1, max(marker.acked) + 1)
+    lost = sorted(set(marker.acked) - stored)
+    assert lost == [], f"{len(lost)} acknowledged samples lost: {lost[:5]}"
+    window = (max(marker.refused) - min(marker.refused)) / 1000 if marker.refused else 0.0
+    measured("lab: marker writes refused during the store's restart (s)", window)
+    assert len(marker.acked) > 20
+    status = _status(deployed_stack, lab)
+    assert status["attention"] == [], status
+    for host, st in status["hosts"].items():
+        assert {c["bundle_version"] for c in st["components"].values()} == {next_version}, host
+    assert status["hosts"]["mon01"]["components"]["victoria-metrics"]["version"] == "1.112.0+ds1-2"
+    # the binaries that run are the new bundle's (Debian's VictoriaMetrics build prints no version)
+    _runs_bundle_binary(deployed_stack, lab, "mon01", next_version, "victoria-metrics/bin/victoria-metrics")
+    _runs_bundle_binary(
+        deployed_stack, lab, "gpu01", next_version, "prometheus-node-exporter/bin/node_exporter"
+    )
+    # every target up, the alerting rules evaluated by the new vmalert
+    assert labhttp.query("up == 0") == []
+    groups = labhttp.get_json(f"{labhttp.VMALERT}/api/v1/rules")["data"]["groups"]
+    assert groups and all(not r.get("lastError") for g in groups for r in g["rules"])
+    # four runs died without their closing record; the audit chain is still whole
+    deployed_stack.vigil("audit", "verify")
+
+
+def test_a_rerun_at_the_target_changes_nothing_and_drift_is_put_back(
+    deployed_stack: DeployedStack, lab: Lab, next_version: int, measured: Any
+) -> None:
+    t0 = time.monotonic()
+    out = deployed_stack.vigil.json("upgrade", "-i", str(lab.inventory), "--to", str(next_version), "--json")
+    measured("lab: upgrade already at the target (no-op)", time.monotonic() - t0)
+    assert out["steps"] == [] and len(out["skipped"]) >= 3, out
+    # a changed file on a host: status names it, and the upgrade puts it back
+    lab.ssh("gpu02", "echo '# local edit' >> /etc/systemd/system/vigil-node-exporter.service")
+    status = _status(deployed_stack, lab)
+    assert status["attention"] == ["gpu02"], status
+    drift = status["hosts"]["gpu02"]["drift"]
+    assert any(d["path"] == "/etc/systemd/system/vigil-node-exporter.service" for d in drift), drift
+    out = deployed_stack.vigil.json("upgrade", "-i", str(lab.inventory), "--to", str(next_version), "--json")
+    assert [s["hosts"] for s in out["steps"]] == [["gpu02"]], out
+    assert _status(deployed_stack, lab)["attention"] == []
+
+
+@pytest.fixture(scope="module")
+def bad_version(
+    release: Release,
+    deployed_stack: DeployedStack,
+    next_version: int,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> int:
+    """debian-next again, with Ansible content that starts node_exporter with a collector it does not know:
+    the binary exits at start on the first host the upgrade reaches."""
+    tree = tmp_path_factory.mktemp("bad-tree")
+    for sub in ("roles", "playbooks", "inventories/example"):
+        shutil.copytree(REPO / sub, tree / sub, ignore=shutil.ignore_patterns("__pycache__"))
+    defaults = tree / "roles/node_exporter/defaults/main.yml"
+    defaults.write_text(
+        defaults.read_text().replace(
+            "node_exporter_collectors_enabled: []", "node_exporter_collectors_enabled: [no-such-collector]"
+        )
+    )
+    key = load_keys([release.key], None)
+    out = tmp_path_factory.mktemp("bad")
+    path = build_channel(
+        "debian-next",
+        version=BAD,
+        keys=key,
+        out_dir=out,
+        builder_version=__version__,
+        project_dir=tree,
+        cache_dir=Path(release.build_env["VIGIL_CACHE"]),
+        valid_days=3650,
+    )
+    deployed_stack.vigil("bundle", "import", str(path))
+    return BAD
+
+
+def test_a_bundle_whose_exporter_exits_at_start_is_switched_back_on_the_first_host(
+    deployed_stack: DeployedStack, lab: Lab, next_version: int, bad_version: int
+) -> None:
+    res = deployed_stack.vigil("upgrade", "-i", str(lab.inventory), "--to", str(bad_version), check=False)
+    assert res.returncode == 1, res.stdout + res.stderr
+    fail = [ln for ln in res.stderr.splitlines() if ln.startswith("FAIL: host ")][-1]
+    assert fail.startswith("FAIL: host ctl01: "), fail
+    assert f"back on bundle {next_version} and healthy" in fail, fail
+    status = _status(deployed_stack, lab)
+    assert status["attention"] == [], status
+    for host, st in status["hosts"].items():  # ctl01 switched back, the rest never touched
+        assert {c["bundle_version"] for c in st["components"].values()} == {next_version}, host
+    records = deployed_stack.vigil.json("audit", "show", "--action", "upgrade", "--json")
+    last = records[-1]
+    assert last["outcome"] == "failed" and "host ctl01" in last["reason"], last
+
+
+def test_rollback_refuses_to_hand_the_store_to_an_older_release_then_rolls_back_the_rest(
+    deployed_stack: DeployedStack, lab: Lab, next_version: int, bad_version: int, measured: Any
+) -> None:
+    res = deployed_stack.vigil("rollback", "-i", str(lab.inventory), check=False)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "FAIL: host mon01: victoria-metrics 1.112.0+ds1-2 -> 1.79.5+ds1-2+b5 refused" in res.stderr, (
+        res.stderr
+    )
+    assert "nothing was changed" in res.stderr
+    assert (
+        _status(deployed_stack, lab)["hosts"]["gpu01"]["components"]["prometheus-node-exporter"][
+            "bundle_version"
+        ]
+        == next_version
+    )
+    t0 = time.monotonic()
+    out = deployed_stack.vigil.json("rollback", "-i", str(lab.inventory), "--keep-store", "--json")
+    measured("lab: rollback debian-next -> debian, store kept", time.monotonic() - t0)
+    assert out["bundle_version"] == 1, out
+    status = _status(deployed_stack, lab)
+    assert status["attention"] == [], status
+    mon = status["hosts"]["mon01"]["components"]
+    assert mon["victoria-metrics"]["bundle_version"] == next_version  # kept
+    assert mon["prometheus-alertmanager"]["version"] == "0.25.0-1+b4"
+    assert status["hosts"]["gpu01"]["components"]["prometheus-node-exporter"]["version"] == "1.5.0-1+b6"
+    _runs_bundle_binary(deployed_stack, lab, "gpu01", 1, "prometheus-node-exporter/bin/node_exporter")
+    _runs_bundle_binary(deployed_stack, lab, "mon01", next_version, "victoria-metrics/bin/victoria-metrics")
+    # the data written before and during the upgrade is still there
+    assert labhttp.query("count_over_time(vigil_upgrade_marker[1h])"), "the marker series is gone"
+    assert labhttp.query("up == 0") == []
