@@ -301,8 +301,10 @@ def test_rollback_refuses_to_hand_the_store_to_an_older_release_then_rolls_back_
         == next_version
     )
     t0 = time.monotonic()
-    out = deployed_stack.vigil.json("rollback", "-i", str(lab.inventory), "--keep-store", "--json")
-    measured("lab: rollback debian-next -> debian, store kept", time.monotonic() - t0)
+    out = deployed_stack.vigil.json(
+        "rollback", "-i", str(lab.inventory), "--keep-store", "--serial", "3", "--json"
+    )
+    measured("lab: rollback debian-next -> debian, store kept, --serial 3", time.monotonic() - t0)
     assert out["bundle_version"] == 1, out
     status = _status(deployed_stack, lab)
     assert status["attention"] == [], status
