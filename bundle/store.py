@@ -175,7 +175,14 @@ class BundleStore:
                     progress=progress,
                 )
             except _AlreadyImported as done:
-                h = done.head
+                # The same signed manifest as the stored copy; its payload is checked all the same,
+                # streamed and extracted nowhere: a damaged copy of an imported bundle is refused,
+                # never reported as imported.
+                h = verify_bundle(path, trust, vigil_version=vigil_version, now=now, progress=progress)
+                if h.manifest_sha256 != done.head.manifest_sha256:  # the file changed under us
+                    raise RollbackRefused(
+                        h.path.name, f"version {h.manifest.version} changed while it was read"
+                    ) from None
                 return ImportResult(
                     version=h.manifest.version,
                     path=self.root / str(h.manifest.version),

@@ -378,3 +378,24 @@ def test_reimport_same_bundle_is_a_no_op(env: Env, capsys: pytest.CaptureFixture
     assert main(["bundle", "import", str(b.path), "--trust", str(env.trust)]) == 0
     assert "already imported" in capsys.readouterr().out
     assert tree_snapshot(env.home / "bundles") == before
+
+
+def test_a_damaged_copy_of_an_imported_bundle_is_refused_not_called_imported(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    b = craft_bundle(env.out, [env.key], version=2)
+    assert main(["bundle", "import", str(b.path), "--trust", str(env.trust)]) == 0
+    before = tree_snapshot(env.home / "bundles")
+    # the same signed manifest, one payload byte flipped: a copy gone bad on the way in
+    copy = env.out / "copy-2.bundle"
+    data = bytearray(b.path.read_bytes())
+    offset, size = payload_offset(b.path)
+    data[offset + size // 2] ^= 0x01
+    copy.write_bytes(bytes(data))
+    capsys.readouterr()
+    rc, err = run(["bundle", "import", str(copy), "--trust", str(env.trust)], capsys)
+    assert rc != 0
+    assert len(err.splitlines()) == 1 and err.startswith("FAIL: "), err
+    assert "payload.tar.zst" in err and "altered" in err, err
+    assert "already imported" not in err
+    assert tree_snapshot(env.home / "bundles") == before
