@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import http.server
+import importlib.metadata
 import io
 import os
+import subprocess
+import sys
 import tarfile
 import threading
 import urllib.request
@@ -18,9 +21,11 @@ import yaml
 
 from vigil.bundle.catalog import load_lock, lock_channel
 from vigil.bundle.errors import CatalogError, FetchError
-from vigil.bundle.fetchers import build_project_wheel, fetch_component
+from vigil.bundle.fetchers import _project, build_project_wheel, fetch_component
 from vigil.bundle.fetchers._extract import extract_tar_stream
 from vigil.bundle.fetchers._http import _HttpsOnlyRedirects
+from vigil.bundle.fetchers._pip import clean_pip_env
+from vigil.bundle.fetchers._project import unmet_build_requirements
 
 pytestmark = pytest.mark.integration
 
@@ -456,6 +461,71 @@ def test_project_wheel_is_reproducible(tmp_path: Path, monkeypatch: pytest.Monke
     assert a.name == b.name == "tinypkg-1.0-py3-none-any.whl"
     assert a.read_bytes() == b.read_bytes()
     assert not (proj / "build").exists()  # the source tree is left as it was
+
+
+def _pep639_project(tmp_path: Path) -> Path:
+    """A project whose metadata only setuptools >= 77 can write (a PEP 639 licence expression)."""
+    proj = tmp_path / "proj"
+    (proj / "tinypkg").mkdir(parents=True)
+    (proj / "tinypkg" / "__init__.py").write_text("")
+    (proj / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=77", "wheel"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "tinypkg"\nversion = "3.0"\nlicense = "MIT"\n'
+    )
+    return proj
+
+
+@pytest.fixture(scope="module")
+def plain_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`python3 -m venv`, nothing more: the setuptools Python's ensurepip brings (65.5 on 3.11)."""
+    venv = tmp_path_factory.mktemp("plain") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=clean_pip_env())
+    return venv / "bin" / "python"
+
+
+def test_an_old_setuptools_in_a_plain_venv_builds_with_isolation(
+    tmp_path: Path, plain_venv: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proj = _pep639_project(tmp_path)
+    assert unmet_build_requirements(proj, str(plain_venv))[0][0] == "setuptools>=77"
+    monkeypatch.setattr(sys, "executable", str(plain_venv))  # the interpreter `vigil` runs on
+    wheel = build_project_wheel(proj, tmp_path / "out")
+    assert wheel.name == "tinypkg-3.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel) as zf:
+        meta = zf.read("tinypkg-3.0.dist-info/METADATA").decode()
+    assert "License-Expression: MIT" in meta
+
+
+def test_an_old_setuptools_and_no_index_says_what_to_install(
+    tmp_path: Path, plain_venv: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proj = _pep639_project(tmp_path)
+    empty = tmp_path / "empty-index"
+    empty.mkdir()
+    monkeypatch.setattr(sys, "executable", str(plain_venv))
+    monkeypatch.setattr(_project, "DEFAULT_INDEX", empty.as_uri())  # a host with no index
+    with pytest.raises(FetchError) as err:
+        build_project_wheel(proj, tmp_path / "out")
+    msg = str(err.value)
+    assert "cannot build the wheel offline (setuptools 65." in msg, msg
+    assert f"`{plain_venv} -m pip install 'setuptools>=77' 'wheel'`" in msg, msg
+    assert "No matching distribution found for setuptools>=77" in msg, msg
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_build_requirements_judged_by_the_building_interpreter(tmp_path: Path) -> None:
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "pyproject.toml").write_text(
+        "[build-system]\nrequires = ["
+        '"setuptools>=1", "setuptools>=9999", "no-such-dist-vigil", "x[extra]>=1; python_version>\'3\'"]\n'
+    )
+    assert unmet_build_requirements(proj) == [
+        ("setuptools>=9999", importlib.metadata.version("setuptools")),
+        ("no-such-dist-vigil", None),
+    ]
+    (proj / "pyproject.toml").write_text("not toml [")
+    assert unmet_build_requirements(proj) == []
 
 
 def test_project_component_stages_wheel(tmp_path: Path) -> None:
