@@ -257,13 +257,16 @@ def write_payload(
 class _PayloadSource:
     """The payload's compressed bytes, hashed as they are pulled, cut into the signed frame sizes."""
 
-    def __init__(self, chunks: Iterator[bytes], total: int, progress: Progress | None) -> None:
+    def __init__(
+        self, chunks: Iterator[bytes], total: int, progress: Progress | None, *, keep: bool = True
+    ) -> None:
         self.chunks = chunks
         self.hasher = hashlib.sha256()
         self.buf = bytearray()
         self.done = 0
         self.total = total
         self.progress = progress
+        self.keep = keep  # False: the bytes are only hashed (nothing reads the frames)
 
     def _pull(self) -> bool:
         chunk = next(self.chunks, b"")
@@ -271,7 +274,8 @@ class _PayloadSource:
             return False
         self.hasher.update(chunk)
         self.done += len(chunk)
-        self.buf += chunk
+        if self.keep:
+            self.buf += chunk
         if self.progress:
             self.progress(self.done, self.total)
         return True
@@ -403,6 +407,24 @@ def verify_payload(
     _stream_members(bundle_name, manifest, source, extract_to)
     source.drain()
     _check_payload_digest(bundle_name, manifest, source)  # 8 (the frames' digests already agreed)
+
+
+def verify_payload_bytes(
+    bundle_name: str,
+    manifest: Manifest,
+    chunks: Iterator[bytes],
+    *,
+    progress: Progress | None = None,
+) -> None:
+    """Step 8's whole-payload check alone: the compressed payload, as stored, hashed in one pass and
+    compared with its signed size and SHA-256. Every byte is authenticated, at the speed of reading
+    and hashing the file; nothing is decompressed or parsed. What a payload's members are (paths,
+    types, modes, each file's hash) is checked by :func:`verify_payload` wherever it is unpacked,
+    and by ``vigil bundle verify --deep``.
+    """
+    source = _PayloadSource(chunks, manifest.payload.size, progress, keep=False)
+    source.drain()
+    _check_payload_digest(bundle_name, manifest, source)
 
 
 def _check_payload_digest(bundle_name: str, manifest: Manifest, source: _PayloadSource) -> None:

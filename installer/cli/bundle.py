@@ -61,11 +61,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         parents=[trust_option(), json_option()],
         help="check signatures and every byte of a bundle",
         description="Verify BUNDLE: its signatures against the trust root and its threshold, its expiry "
-        "and minimum vigil version, then every payload file streamed and hashed against the signed "
-        "manifest. Nothing is written. Exit 0 and `OK:` when intact; otherwise one `FAIL:` line naming "
+        "and minimum vigil version, then every byte of the payload: hashed as stored and compared with "
+        "the signed manifest's SHA-256 (at the speed of reading the file). --deep also decompresses it "
+        "and checks every member (path, type, mode) and every file's hash, as an import does while it "
+        "unpacks. Nothing is written. Exit 0 and `OK:` when intact; otherwise one `FAIL:` line naming "
         "the file and the reason.",
     )
     v.add_argument("bundle", type=Path, metavar="BUNDLE")
+    v.add_argument(
+        "--deep",
+        action="store_true",
+        help="also decompress the payload and check every member and every file's hash",
+    )
     v.set_defaults(func=_verify, action="bundle.verify")
 
     i = bs.add_parser(
@@ -160,13 +167,14 @@ def _build(args: argparse.Namespace, inv: ops.Invocation) -> int:
 
 def _verify(args: argparse.Namespace, inv: ops.Invocation) -> int:
     with showing_progress(inv, bars=not args.json):
-        head = ops.verify_bundle(inv, args.bundle, args.trust)
+        head = ops.verify_bundle(inv, args.bundle, args.trust, deep=args.deep)
     m = head.manifest
     if args.json:
         emit_json(
             {
                 "bundle": str(args.bundle),
                 "verified": True,
+                "deep": args.deep,
                 "version": m.version,
                 "manifest_sha256": head.manifest_sha256,
                 "signers": head.signers,
@@ -176,11 +184,7 @@ def _verify(args: argparse.Namespace, inv: ops.Invocation) -> int:
             }
         )
     else:
-        ok(
-            args.bundle.name,
-            f"version {m.version}, {len(m.files)} files, {m.total_size} bytes verified; "
-            f"signed by {', '.join(head.signers)}; expires {m.expires}",
-        )
+        ok(args.bundle.name, ops.verified_message(head, deep=args.deep))
     return 0
 
 

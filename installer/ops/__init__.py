@@ -24,6 +24,7 @@ from vigil.installer.ops.bundle import (
     join_bundle,
     lock_channel,
     split_bundle,
+    verified_message,
     verify_bundle,
 )
 from vigil.installer.ops.deploy import deploy_failure, finish_deploy, plan_deploy, start_deploy
@@ -108,5 +109,6 @@ __all__ = [
     "start_deploy",
     "upgrade",
     "upgrade_plan_lines",
+    "verified_message",
     "verify_bundle",
 ]

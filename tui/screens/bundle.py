@@ -21,11 +21,7 @@ from vigil.tui.widgets import EventRelay, ResultLine, to_ui
 
 def verified_line(path: Path, head: VerifiedHead) -> str:
     """``vigil bundle verify``'s OK line."""
-    m = head.manifest
-    return (
-        f"OK: {path.name}: version {m.version}, {len(m.files)} files, {m.total_size} bytes verified; "
-        f"signed by {', '.join(head.signers)}; expires {m.expires}"
-    )
+    return f"OK: {path.name}: {ops.verified_message(head, deep=False)}"
 
 
 def imported_line(path: Path, result: ImportResult) -> str:

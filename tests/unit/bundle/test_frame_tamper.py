@@ -65,7 +65,7 @@ def refused(
     """``verify`` and ``import`` (and ``inspect``) refuse ``bundle`` quickly, with the same one line."""
     before = tree_snapshot(env.home / "bundles")
     commands = [
-        ["bundle", "verify", str(bundle), "--trust", str(env.trust)],
+        ["bundle", "verify", "--deep", str(bundle), "--trust", str(env.trust)],
         ["bundle", "import", str(bundle), "--trust", str(env.trust)],
     ]
     if inspect:

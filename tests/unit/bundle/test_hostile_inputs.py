@@ -61,7 +61,7 @@ def one_fail_line(rc: int, err: str, *expected: str) -> str:
 def assert_refused(env: Env, bundle: Path, capsys: pytest.CaptureFixture[str], *expected: str) -> str:
     """verify and import both refuse with the same one line; the store is unchanged."""
     before = tree_snapshot(env.home / "bundles")
-    rc, err = run(["bundle", "verify", str(bundle), "--trust", str(env.trust)], capsys)
+    rc, err = run(["bundle", "verify", "--deep", str(bundle), "--trust", str(env.trust)], capsys)
     line = one_fail_line(rc, err, *expected)
     rc, err2 = run(["bundle", "import", str(bundle), "--trust", str(env.trust)], capsys)
     assert rc == 1

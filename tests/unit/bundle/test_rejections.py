@@ -43,7 +43,7 @@ def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
 
 def assert_rejected(env: Env, bundle: Path, capsys: pytest.CaptureFixture[str], *expected: str) -> None:
     before = tree_snapshot(env.home / "bundles")
-    rc, err = run(["bundle", "verify", str(bundle), "--trust", str(env.trust)], capsys)
+    rc, err = run(["bundle", "verify", "--deep", str(bundle), "--trust", str(env.trust)], capsys)
     assert rc != 0
     lines = err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("FAIL: "), err
@@ -399,3 +399,37 @@ def test_a_damaged_copy_of_an_imported_bundle_is_refused_not_called_imported(
     assert "payload.tar.zst" in err and "altered" in err, err
     assert "already imported" not in err
     assert tree_snapshot(env.home / "bundles") == before
+
+
+# The default verify: every byte through the payload's signed sha256, nothing decompressed
+
+
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+def test_verify_without_deep_refuses_any_payload_byte_changed(
+    env: Env, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    b = craft_bundle(env.out, [env.key], version=2)
+    offset, size = payload_offset(b.path)
+    data = bytearray(b.path.read_bytes())
+    data[offset + {"first": 0, "middle": size // 2, "last": size - 1}[where]] ^= 0x80
+    b.path.write_bytes(bytes(data))
+    rc, err = run(["bundle", "verify", str(b.path), "--trust", str(env.trust)], capsys)
+    assert rc != 0
+    assert err.startswith(f"FAIL: {b.path.name}: payload.tar.zst: altered: sha256 "), err
+    assert "differs from the signed manifest" in err
+
+
+def test_a_signed_bundle_with_a_lying_member_passes_the_byte_check_and_fails_deep_and_import(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What the signer signed is what the shallow check proves; what the payload's members are is
+    checked where it is unpacked (import) and by --deep."""
+    members = default_members()
+    listed = [Member(m.name, m.data, m.mode) for m in members]
+    listed[1] = Member(members[1].name, members[1].data.replace(b"a demo", b"A demo"), members[1].mode)
+    b = craft_bundle(env.out, [env.key], version=2, members=members, manifest_members=listed)
+    capsys.readouterr()
+    assert main(["bundle", "verify", str(b.path), "--trust", str(env.trust)]) == 0
+    out = capsys.readouterr().out
+    assert "payload sha256 over its" in out and "--deep checks each file" in out, out
+    assert_rejected(env, b.path, capsys, "components/demo/share/readme.txt", "differs from the manifest")

@@ -39,7 +39,7 @@ def test_verify_shows_ok_progress_and_the_inspection(signed: Signed) -> None:
 
     drive(signed.home, scenario)
     assert str(seen["result"]).startswith(f"OK: {signed.bundle.name}: version 3, 3 files, ")
-    assert "bytes verified; signed by " + signed.key.key.id_hex in str(seen["result"])
+    assert "--deep checks each file); signed by " + signed.key.key.id_hex in str(seen["result"])
     assert "-ok" in seen["classes"]  # type: ignore[operator]
     assert seen["events"] >= 1  # type: ignore[operator] # the byte count reached the screen
     assert seen["rows"] == [["demo", "1.0", "Apache-2.0", "2", str(1000 + 170), "file"]]
