@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import queue
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -219,6 +220,8 @@ class Rollout:
     ansible_dir: Path | None = None
     say: Say = print
     events: queue.Queue[dict[str, Any]] | None = None
+    #: set by a front end to stop between steps: the step under way finishes and is checked first
+    stop: threading.Event | None = None
     _bundles: dict[int, StoredBundle] = field(default_factory=dict)
     #: the upgrade's directory, $VIGIL_HOME/runs/<id>/: one sub-directory per playbook run
     run_dir: Path = field(default=Path())
@@ -267,6 +270,12 @@ class Rollout:
                 out.skipped.append(label)
                 self.say(f"{label}: already at bundle {target.version}")
                 continue
+            if self.stop is not None and self.stop.is_set():
+                raise DeployError(
+                    f"{self.action} {uid}",
+                    f"stopped by the operator before {label}; the steps before it are done and checked, "
+                    "the rest runs when it is run again",
+                )
             since = int(time.time())
             self.say(f"{label}: bundle {target.version}")
             result = self._site(target, todo, step)

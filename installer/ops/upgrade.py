@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import queue
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ def upgrade(
     keep_store: bool = False,
     ansible_dir: Path | None = None,
     events: queue.Queue[dict[str, Any]] | None = None,
+    stop: threading.Event | None = None,
 ) -> Outcome:
     """``upgrade`` (or ``rollback``): the plan, then the steps; on a failed health check the step's
     hosts are switched back and :class:`UpgradeFailed` raised. Each run is recorded in the site's
@@ -47,6 +49,7 @@ def upgrade(
         ansible_dir=ansible_dir,
         say=inv.step,
         events=events,
+        stop=stop,
     )
     inv.details.update(
         check=check, serial=serial, allow_downgrade=allow_downgrade, requested=to, keep_store=keep_store

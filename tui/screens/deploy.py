@@ -1,10 +1,14 @@
-"""Deploy: the plan (what changes where), confirm, then the run live — hosts × counts, the current
-task per host, the log, elapsed time — fed by ansible-runner's events through a queue drained on a
-timer, as ansible-navigator does. Cancel stops the run safely; a failure lists the failed tasks.
+"""Deploy, upgrade and rollback: the plan (what changes where), confirm, then the run live — hosts ×
+counts, the current task per host, the log, elapsed time — fed by ansible-runner's events through a
+queue drained on a timer, as ansible-navigator does. Cancel stops the run safely; a failure lists the
+failed tasks.
 
 One deploy is one action, as ``vigil deploy`` is: plan, confirmation and run go under one
 Invocation, so the audit log gets the one ``deploy`` record the CLI leaves (a plan not confirmed is
-recorded as refused).
+recorded as refused). An upgrade or rollback is the two commands an operator runs: ``--check`` (the
+plan, per host and component old -> new), then, confirmed, the rolling run; each leaves the record
+the CLI's leaves. Cancel stops an upgrade between steps: the step under way finishes and is
+health-checked, and a rerun finishes the rest.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.timer import Timer
-from textual.widgets import Button, Checkbox, DataTable, Input, Label, RichLog, Static
+from textual.widgets import Button, Checkbox, DataTable, Input, Label, RichLog, Select, Static
 from textual.worker import get_current_worker
 
 from vigil.basics.errors import VigilError
@@ -31,7 +35,7 @@ from vigil.installer import ops
 from vigil.installer.deploy import DeployPlan, PlaybookRun, RunResult
 from vigil.tui.screens._base import VigilScreen
 from vigil.tui.session import Outcome, perform
-from vigil.tui.widgets import ResultLine, to_ui
+from vigil.tui.widgets import EventRelay, ResultLine, to_ui
 from vigil.tui.widgets.deploy import COLUMNS, DeployBoard, HostRow
 
 #: how often the live view drains the run's event queue (seconds)
@@ -68,10 +72,26 @@ def plan_lines(plan: DeployPlan) -> list[str]:
     return lines
 
 
+#: what the screen can run: the CLI command of each
+ACTIONS = ("deploy", "upgrade", "rollback")
+
+
+def move_argv(
+    action: str, inventory: Path, trust: Path | None, to: int | None, serial: int, keep_store: bool
+) -> list[str]:
+    """The `vigil upgrade` / `vigil rollback` command line that does what the screen does."""
+    argv = [action, "--inventory", str(inventory)]
+    argv += ["--trust", str(trust)] if trust else []
+    argv += ["--to", str(to)] if to is not None else []
+    argv += ["--serial", str(serial)] if serial != 1 else []
+    argv += ["--keep-store"] if keep_store and action == "rollback" else []
+    return argv
+
+
 class DeployScreen(VigilScreen):
     MODE = "deploy"
     LABEL = "Deploy"
-    HELP = "Plan a deploy of the imported bundle, confirm it, and follow it live"
+    HELP = "Plan a deploy, upgrade or rollback of imported bundles, confirm it, and follow it live"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+r", "plan", "Plan", id="deploy-plan", tooltip="Check inventory, bundle and hosts"),
@@ -85,6 +105,9 @@ class DeployScreen(VigilScreen):
     DeployScreen .row Label { width: 10; }
     DeployScreen .row Input { width: 1fr; margin-right: 1; }
     DeployScreen .row Button { margin-right: 2; }
+    DeployScreen .row Label.short { width: 7; margin-left: 1; }
+    DeployScreen .row Select { width: 14; }
+    DeployScreen .row Input.num { width: 10; }
     DeployScreen #plan { height: auto; max-height: 3; margin: 0 1; color: $text-muted; }
     DeployScreen #status { height: 1; margin: 0 1; text-style: bold; }
     DeployScreen #grid { height: 1fr; min-height: 4; margin: 0 1; }
@@ -104,6 +127,9 @@ class DeployScreen(VigilScreen):
         self._confirmed = False
         self._cancel = threading.Event()
         self._busy = False
+        #: the action under way: "deploy", "upgrade" or "rollback"
+        self.action = "deploy"
+        self.outcome: ops.Outcome | None = None
 
     def body(self) -> ComposeResult:
         with Horizontal(classes="row"):
@@ -115,6 +141,16 @@ class DeployScreen(VigilScreen):
             yield Label("Limit", classes="short")
             yield Input(placeholder="all hosts", id="limit", compact=True)
             yield Checkbox("check", id="check", compact=True)
+        with Horizontal(classes="row"):
+            yield Label("Action")
+            yield Select(
+                [(a, a) for a in ACTIONS], value="deploy", allow_blank=False, id="action", compact=True
+            )
+            yield Label("To", classes="short")
+            yield Input(placeholder="default", id="to", classes="num", compact=True)
+            yield Label("Serial", classes="short")
+            yield Input("1", id="serial", classes="num", compact=True)
+            yield Checkbox("keep store", id="keep-store", compact=True)
         with Horizontal(classes="row"):
             yield Button("Plan", id="plan-button", compact=True, variant="primary")
             yield Button("Deploy", id="confirm", compact=True, variant="warning", disabled=True)
@@ -149,23 +185,50 @@ class DeployScreen(VigilScreen):
         if not text:
             self.query_one("#result", ResultLine).fail(["FAIL: deploy: no inventory given"])
             return
-        trust = self.query_one("#trust", Input).value.strip()
+        trust_text = self.query_one("#trust", Input).value.strip()
+        trust = Path(trust_text).expanduser() if trust_text else None
         limit = self.query_one("#limit", Input).value.strip() or None
         check = self.query_one("#check", Checkbox).value
+        action = str(self.query_one("#action", Select).value)
+        to: int | None = None
+        serial = 1
+        if action != "deploy":
+            to_text = self.query_one("#to", Input).value.strip()
+            serial_text = self.query_one("#serial", Input).value.strip() or "1"
+            if (to_text and not to_text.isdigit()) or not serial_text.isdigit():
+                self.query_one("#result", ResultLine).fail(
+                    [f"FAIL: {action}: To and Serial are whole numbers (To empty: the default)"]
+                )
+                return
+            to, serial = (int(to_text) if to_text else None), int(serial_text)
+            if limit:
+                self.query_one("#result", ResultLine).fail(
+                    [f"FAIL: {action}: moves every host of the inventory; clear Limit"]
+                )
+                return
+        keep_store = self.query_one("#keep-store", Checkbox).value
         self._busy = True
+        self.action = action
         self._answer.clear()
         self._cancel.clear()
         self._confirmed = False
-        self.plan = self.result = None
+        self.plan = self.result = self.outcome = None
         self.query_one("#plan", Static).update("")
+        self.query_one("#confirm", Button).label = action.capitalize()
+        if action == "deploy":
+            self.query_one("#result", ResultLine).info(
+                "planning: inventory, bundle re-verified, every host reached …"
+            )
+            self._deploy(Path(text).expanduser(), trust, limit, check)
+            return
         self.query_one("#result", ResultLine).info(
-            "planning: inventory, bundle re-verified, every host reached …"
+            f"planning the {action}: bundles re-verified, every host's facts read …"
         )
-        self._deploy(Path(text).expanduser(), Path(trust).expanduser() if trust else None, limit, check)
+        self._move(action, Path(text).expanduser(), trust, to, serial, keep_store, check)
 
     @on(Button.Pressed, "#confirm")
     def action_confirm(self) -> None:
-        if self.plan is None or self._answer.is_set():
+        if (self.plan is None and self.outcome is None) or self._answer.is_set():
             self.notify("nothing planned to deploy: plan first (ctrl+r)", severity="warning")
             return
         self._confirmed = True
@@ -174,7 +237,7 @@ class DeployScreen(VigilScreen):
 
     @on(Button.Pressed, "#discard")
     def action_discard(self) -> None:
-        if self.plan is None or self._answer.is_set():
+        if (self.plan is None and self.outcome is None) or self._answer.is_set():
             return
         self._confirmed = False
         self._answer.set()
@@ -182,6 +245,12 @@ class DeployScreen(VigilScreen):
 
     @on(Button.Pressed, "#cancel")
     def action_cancel_run(self) -> None:
+        if self.action != "deploy" and self._busy and self._confirmed:
+            self._cancel.set()
+            self.query_one("#result", ResultLine).info(
+                f"stopping the {self.action} after the step under way and its health check …"
+            )
+            return
         if self.run is None or self.result is not None:
             self.notify("no deploy is running", severity="warning")
             return
@@ -232,7 +301,99 @@ class DeployScreen(VigilScreen):
 
         self._ui(self._done, perform(inv, action))
 
+    @work(thread=True, exclusive=True, group="deploy", exit_on_error=False)
+    def _move(
+        self,
+        action: str,
+        inventory: Path,
+        trust: Path | None,
+        to: int | None,
+        serial: int,
+        keep_store: bool,
+        check: bool,
+    ) -> None:
+        """An upgrade or rollback: its plan (``--check``), then, confirmed, the run; two records."""
+        worker = get_current_worker()
+        argv = move_argv(action, inventory, trust, to, serial, keep_store)
+
+        def run(
+            inv: ops.Invocation, *, check: bool, events: queue.Queue[dict[str, Any]] | None = None
+        ) -> ops.Outcome:
+            return ops.upgrade(
+                inv,
+                inventory=inventory,
+                trust=trust,
+                to=to,
+                serial=serial,
+                check=check,
+                rollback=action == "rollback",
+                allow_downgrade=action == "rollback",
+                keep_store=keep_store and action == "rollback",
+                events=events,
+                stop=self._cancel,
+            )
+
+        planned = perform(
+            self.session.invocation(action, [*argv, "--check"]), lambda inv: run(inv, check=True)
+        )
+        if planned.value is None or check:
+            self._ui(self._moved, planned, True)
+            return
+        self._ui(self._move_planned, planned.value)
+        while not self._answer.wait(0.1):
+            if worker.is_cancelled:
+                break
+        if not self._confirmed or self._cancel.is_set():
+            self._ui(self._move_discarded, planned.value)
+            return
+        events: queue.Queue[dict[str, Any]] = queue.Queue()
+        hosts = sorted({c.host for c in planned.value.changes})
+        self._ui(self.follow, events, hosts)
+        inv = self.session.invocation(action, argv, EventRelay(self.app, self._step))
+        self._ui(self._moved, perform(inv, lambda inv: run(inv, check=False, events=events)), False)
+
     # -- back on the UI thread ----------------------------------------------------------------
+    def _move_planned(self, out: ops.Outcome) -> None:
+        self.outcome = out
+        lines = ops.upgrade_plan_lines(out.changes, out.target)
+        self.query_one("#plan", Static).update("\n".join(lines))
+        self.query_one("#result", ResultLine).info(
+            f"planned ({len(lines) - 1} lines): ctrl+y runs the {self.action}, ctrl+n discards"
+        )
+        self._buttons(planned=True, running=False)
+        self._reset_grid(sorted({c.host for c in out.changes}))
+
+    def _move_discarded(self, out: ops.Outcome) -> None:
+        self._busy = False
+        self._buttons(planned=False, running=False)
+        self.query_one("#result", ResultLine).info(
+            f"{self.action} to bundle {out.target} not run: nothing was changed"
+        )
+
+    def _step(self, event: ops.Event) -> None:
+        if isinstance(event, ops.Step):
+            self.query_one("#log", RichLog).write(event.text)
+
+    def _moved(self, outcome: Outcome[ops.Outcome], plan_only: bool) -> None:
+        self._drain()
+        self.unfollow()
+        self._busy = False
+        self._buttons(planned=False, running=False)
+        result = self.query_one("#result", ResultLine)
+        out = outcome.value
+        if out is None:
+            result.fail(list(outcome.failures))
+            return
+        if plan_only:
+            self.outcome = out
+            self.query_one("#plan", Static).update("\n".join(ops.upgrade_plan_lines(out.changes, out.target)))
+            result.ok(f"OK: {self.action} {out.upgrade_id}: plan only (--check); nothing changed")
+            return
+        result.ok(
+            f"OK: {self.action} {out.upgrade_id}: site at bundle {out.target}: "
+            f"{len(out.steps_run)} steps run, {len(out.skipped)} already there"
+        )
+
     def _buttons(self, *, planned: bool, running: bool) -> None:
         self.query_one("#confirm", Button).disabled = not planned
         self.query_one("#discard", Button).disabled = not planned
