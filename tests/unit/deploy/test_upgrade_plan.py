@@ -282,3 +282,44 @@ def test_history_is_not_written_through_a_link(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         append_history(tmp_path, {"action": "deploy", "bundle_version": 1, "outcome": "ok"})
     assert target.read_text() == ""
+
+
+def test_a_stop_asked_for_ends_the_upgrade_before_its_next_step_and_runs_no_playbook(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The front end's stop (the TUI's ctrl+b) is honoured between steps: here before the first one,
+    after the read-only parts (hosts reached, facts read, baseline taken), which are left to run."""
+    import threading
+
+    from tests.factories import craft_bundle, make_key, make_trust
+    from vigil.installer.cli import main
+    from vigil.installer.deploy import upgrade as upgrade_mod
+
+    key = make_key(tmp_path / "keys", "release")
+    trust = tmp_path / "trust.json"
+    root = make_trust(trust, [key])
+    home = tmp_path / "home"
+    bundle = craft_bundle(tmp_path / "out", [key], version=2).path
+    assert main(["--home", str(home), "bundle", "import", str(bundle), "--trust", str(trust)]) == 0
+    inventory = tmp_path / "site"
+    inventory.mkdir()
+    (inventory / "hosts.yml").write_text(
+        json.dumps({"all": {"children": {"monitoring": {"hosts": {"mon01": {"ansible_host": "127.0.0.1"}}}}}})
+    )
+    ran: list[str] = []
+    status = {"mon01": parse_host_status(_doc("mon01", MON), source="t")}
+    monkeypatch.setattr(upgrade_mod, "ping_hosts", lambda **_: {})
+    monkeypatch.setattr(upgrade_mod.Rollout, "status", lambda self, inv, bundle, hosts=None: dict(status))
+    monkeypatch.setattr(upgrade_mod.Rollout, "_baseline", lambda self, inv, bundle: {"silences": []})
+    monkeypatch.setattr(upgrade_mod.Rollout, "_site", lambda self, *a, **k: ran.append("site"))
+    monkeypatch.setattr(upgrade_mod.Rollout, "_health", lambda self, *a, **k: ran.append("health"))
+    stop = threading.Event()
+    stop.set()
+    said: list[str] = []
+    r = upgrade_mod.Rollout(home, inventory, root, target=2, stop=stop, say=said.append)
+    with pytest.raises(DeployError) as err:
+        r.run()
+    why = f"upgrade {r.run_dir.name}: stopped by the operator before services mon01"
+    assert str(err.value).startswith(why), err.value
+    assert ran == []  # no playbook changed anything, and no health check was left half-done
+    assert said[0] == "plan: bundle 2"
