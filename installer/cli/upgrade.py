@@ -101,15 +101,7 @@ def _upgrade(args: argparse.Namespace, inv: ops.Invocation) -> int:
     if out.checked_only:
         for line in ops.upgrade_plan_lines(out.changes, out.target):
             print(line)
-        ok(
-            f"{args.action} {out.upgrade_id}",
-            f"plan only (--check); nothing changed; artifacts {out.run_dir}",
-        )
-    else:
-        ok(
-            f"{args.action} {out.upgrade_id}",
-            f"site at bundle {out.target}: {len(out.steps_run)} steps run, {len(out.skipped)} already there",
-        )
+    ok(f"{args.action} {out.upgrade_id}", ops.upgrade_outcome_message(out))
     return 0
 
 

@@ -199,6 +199,14 @@ class Outcome:
     checked_only: bool = False
 
 
+def outcome_message(out: Outcome) -> str:
+    """What ``vigil upgrade`` / ``rollback`` says when it ends well (after ``OK: <action> <id>: ``),
+    in every front end."""
+    if out.checked_only:
+        return f"plan only (--check); nothing changed; artifacts {out.run_dir}"
+    return f"site at bundle {out.target}: {len(out.steps_run)} steps run, {len(out.skipped)} already there"
+
+
 Say = Callable[[str], None]
 
 

@@ -53,6 +53,7 @@ from vigil.installer.ops.report import (
     resolve_vm,
 )
 from vigil.installer.ops.upgrade import HostStatus, Outcome, upgrade
+from vigil.installer.ops.upgrade import outcome_message as upgrade_outcome_message
 from vigil.installer.ops.upgrade import plan_lines as upgrade_plan_lines
 from vigil.installer.ops.upgrade import status as site_status
 
@@ -108,6 +109,7 @@ __all__ = [
     "split_bundle",
     "start_deploy",
     "upgrade",
+    "upgrade_outcome_message",
     "upgrade_plan_lines",
     "verified_message",
     "verify_bundle",

@@ -8,11 +8,18 @@ from pathlib import Path
 from typing import Any
 
 from vigil.installer.deploy.site import HostStatus, append_history
-from vigil.installer.deploy.upgrade import Outcome, Rollout, UpgradeFailed, plan_lines, site_status
+from vigil.installer.deploy.upgrade import (
+    Outcome,
+    Rollout,
+    UpgradeFailed,
+    outcome_message,
+    plan_lines,
+    site_status,
+)
 from vigil.installer.ops._invocation import Invocation
 from vigil.installer.ops.keys import trust_for_bundle
 
-__all__ = ["HostStatus", "Outcome", "plan_lines", "status", "upgrade"]
+__all__ = ["HostStatus", "Outcome", "outcome_message", "plan_lines", "status", "upgrade"]
 
 
 def upgrade(

@@ -387,12 +387,7 @@ class DeployScreen(VigilScreen):
         if plan_only:
             self.outcome = out
             self.query_one("#plan", Static).update("\n".join(ops.upgrade_plan_lines(out.changes, out.target)))
-            result.ok(f"OK: {self.action} {out.upgrade_id}: plan only (--check); nothing changed")
-            return
-        result.ok(
-            f"OK: {self.action} {out.upgrade_id}: site at bundle {out.target}: "
-            f"{len(out.steps_run)} steps run, {len(out.skipped)} already there"
-        )
+        result.ok(f"OK: {self.action} {out.upgrade_id}: {ops.upgrade_outcome_message(out)}")
 
     def _buttons(self, *, planned: bool, running: bool) -> None:
         self.query_one("#confirm", Button).disabled = not planned
