@@ -24,6 +24,7 @@ from typing import Any
 
 from vigil.basics.atomic import write_file_atomic
 from vigil.installer.deploy.artifacts import DeployError
+from vigil.installer.deploy.leash import write_leash
 
 COUNTS = ("ok", "changed", "failed", "unreachable", "skipped")
 
@@ -155,8 +156,11 @@ def _environment(roles_path: Path, run_dir: Path) -> dict[str, str]:
     venv_bin = str(Path(sys.executable).parent)
     config = run_dir / "ansible.cfg"
     write_file_atomic(config, _CONFIG, mode=0o600, fsync=False)
+    search_path = f"{venv_bin}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+    # ansible-playbook and ansible die with this process, however it ends (leash.py)
+    leash = write_leash(run_dir, search_path)
     return {
-        "PATH": f"{venv_bin}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "PATH": f"{leash}:{search_path}",
         "ANSIBLE_CONFIG": str(config),
         "ANSIBLE_ROLES_PATH": str(roles_path),
         "ANSIBLE_HOST_KEY_CHECKING": "True",
