@@ -38,10 +38,17 @@ from vigil.tui.session import Outcome, perform
 from vigil.tui.widgets import EventRelay, ResultLine, to_ui
 from vigil.tui.widgets.deploy import COLUMNS, DeployBoard, HostRow
 
-#: how often the live view drains the run's event queue (seconds)
-REFRESH = 0.1
+#: how often the live view drains the run's event queue (seconds): an event waits at most this
+#: long before it is shown, however many arrive (benchmarks/tui_events.py)
+REFRESH = 0.05
 #: the most events taken in one drain; the rest wait for the next tick, so the UI never stalls
 DRAIN_MAX = 5000
+#: the most log lines drawn per drain (a flood's older lines are counted, not drawn: every line is
+#: in the run's artifacts, stdout)
+LOG_MAX = 100
+#: the width of the grid's task column (a longer task name is cut there; the status line and the
+#: log have it whole)
+TASK_WIDTH = 48
 
 STATE_STYLE = {
     "waiting": "dim",
@@ -121,6 +128,8 @@ class DeployScreen(VigilScreen):
         self.run: PlaybookRun | None = None
         self.result: RunResult | None = None
         self._events: queue.Queue[dict[str, Any]] | None = None
+        #: what the grid shows now, per host (state, then the cells): only what differs is redrawn
+        self._shown: dict[str, tuple[str, ...]] = {}
         self._timer: Timer | None = None
         self._t0 = 0.0
         self._answer = threading.Event()
@@ -166,7 +175,10 @@ class DeployScreen(VigilScreen):
         grid = self.query_one("#grid", DataTable)
         grid.add_column("host", key="host")
         for col in COLUMNS:
-            grid.add_column(col if col != "unreachable" else "unreach", key=col)
+            # the task column has a fixed width: a column that fits its widest cell is measured
+            # again over every row each time a cell of it narrows (500 hosts: a stall per event)
+            width = TASK_WIDTH if col == "task" else None
+            grid.add_column(col if col != "unreachable" else "unreach", key=col, width=width)
         self.query_one("#inventory", Input).focus()
 
     @property
@@ -429,6 +441,7 @@ class DeployScreen(VigilScreen):
     # -- the live view: a queue of events drained on a timer ------------------------------------
     def _reset_grid(self, hosts: list[str]) -> None:
         self.board = DeployBoard(hosts)
+        self._shown = {}
         self.query_one("#grid", DataTable).clear()
         self.query_one("#log", RichLog).clear()
         self._render_rows(self.board.take_dirty())
@@ -457,16 +470,26 @@ class DeployScreen(VigilScreen):
         self._render_rows(self.board.take_dirty())
         lines = self.board.take_log()
         if lines:
+            if len(lines) > LOG_MAX:
+                skipped = len(lines) - LOG_MAX
+                lines = [f"... {skipped} lines not drawn (all are in the run's artifacts)", *lines[-LOG_MAX:]]
             self.query_one("#log", RichLog).write("\n".join(lines))
         self.query_one("#status", Label).update(self.board.status_line(time.monotonic() - self._t0))
 
     def _render_rows(self, rows: list[HostRow]) -> None:
         grid = self.query_one("#grid", DataTable)
         for row in rows:
+            shown = (row.state, *row.cells())
+            before = self._shown.get(row.host)
+            if before == shown:
+                continue
+            self._shown[row.host] = shown
             name = Text(row.host, style=STATE_STYLE[row.state])
-            if row.host in grid.rows:
-                grid.update_cell(row.host, "host", name)
-                for col, value in zip(COLUMNS, row.cells(), strict=True):
-                    grid.update_cell(row.host, col, value, update_width=col == "task")
-            else:
+            if before is None or row.host not in grid.rows:
                 grid.add_row(name, *row.cells(), key=row.host)
+                continue
+            if before[0] != row.state:
+                grid.update_cell(row.host, "host", name)
+            for col, old, new in zip(COLUMNS, before[1:], shown[1:], strict=True):
+                if old != new:
+                    grid.update_cell(row.host, col, new)

@@ -13,6 +13,7 @@ from tui_helpers import Signed, audit_lines, cli_fail_line, drive, settle
 
 from vigil.tui import VigilApp
 from vigil.tui.screens import DeployScreen
+from vigil.tui.screens.deploy import LOG_MAX, TASK_WIDTH
 from vigil.tui.widgets import ResultLine
 from vigil.tui.widgets.deploy import DeployBoard
 
@@ -123,6 +124,45 @@ def test_the_live_grid_drains_the_queue_on_a_timer(signed: Signed) -> None:
     }
     assert seen["status"].endswith("task 2: Start node_exporter  |  ok 2  changed 1  failed 1  unreachable 1")
     assert "fatal: [gpu01]: FAILED!" in seen["log"]
+
+
+def test_a_flood_is_coalesced_into_one_draw_per_tick_and_the_grid_stays_exact(signed: Signed) -> None:
+    """Thousands of events between two ticks: the grid ends exactly as the board scores them, the log
+    draws the newest LOG_MAX lines under a line that counts the rest, and a long task name is cut
+    at the task column's fixed width instead of re-measuring the column over every row."""
+    hosts = [f"gpu{i:03d}" for i in range(200)]
+    long_task = "Install the very long named task " * 4
+    flood = [ev("playbook_on_task_start", task=long_task, stdout=f"TASK [{long_task}]")]
+    for round_ in range(10):
+        for host in hosts:
+            flood.append(ev("runner_on_start", host, long_task))
+            line = f"ok: [{host}] {round_}"
+            flood.append(ev("runner_on_ok", host, long_task, line, res={"changed": False}))
+    seen: dict[str, Any] = {}
+
+    async def scenario(app: VigilApp, pilot: Pilot[None]) -> None:
+        screen = app.screen
+        assert isinstance(screen, DeployScreen)
+        events: queue.Queue[dict[str, Any]] = queue.Queue()
+        screen.follow(events, hosts)
+        for event in flood:
+            events.put(event)
+        await pilot.pause(0.3)
+        grid = screen.query_one("#grid", DataTable)
+        seen["rows"] = {str(grid.get_row_at(i)[0]): grid.get_row_at(i)[1:] for i in range(grid.row_count)}
+        seen["task_width"] = grid.columns["task"].width
+        seen["log"] = [str(line.text) for line in screen.query_one("#log", RichLog).lines]
+        screen.unfollow()
+
+    drive(signed.home, scenario, start="deploy")
+    assert len(seen["rows"]) == 200
+    assert all(cells[:5] == ["10", "0", "0", "0", "0"] for cells in seen["rows"].values())
+    assert {cells[5] for cells in seen["rows"].values()} == {long_task}
+    assert seen["task_width"] == TASK_WIDTH
+    log = seen["log"]
+    assert len(log) == LOG_MAX + 1, len(log)
+    assert log[0] == f"... {len(flood) // 2 + 1 - LOG_MAX} lines not drawn (all are in the run's artifacts)"
+    assert log[-1] == "ok: [gpu199] 9"
 
 
 def test_a_plan_that_fails_says_why_and_is_recorded_as_the_cli_records_it(
