@@ -26,7 +26,9 @@ import gc
 import gzip
 import json
 import queue
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -84,8 +86,9 @@ def measure(events: list[dict[str, Any]], rate: int, seconds: float, hosts: list
     result: dict[str, Any] = {}
 
     async def scenario() -> None:
-        with tempfile.TemporaryDirectory() as home:
-            app = make_app(Path(home), "bench", start="deploy")
+        home = Path(tempfile.mkdtemp(prefix="vigil-bench-"))
+        try:
+            app = make_app(home, "bench", start="deploy")
             async with app.run_test(size=SIZE) as pilot:
                 await pilot.pause()
                 screen = app.screen
@@ -136,6 +139,9 @@ def measure(events: list[dict[str, Any]], rate: int, seconds: float, hosts: list
                 result["applied"] = len(lags)
                 result["board_events"] = board.events
                 screen.unfollow()
+        finally:  # the state root's audit log is append-only (chattr +a)
+            subprocess.run(["chattr", "-R", "-a", str(home)], capture_output=True, check=False)
+            shutil.rmtree(home, ignore_errors=True)
 
     asyncio.run(scenario())
     steady = sorted(lag for at, lag in lags if at >= 1.0) or sorted(lag for _, lag in lags)

@@ -49,13 +49,18 @@ Scenario = Callable[[VigilApp, Pilot[None]], Awaitable[None]]
 
 
 def drive(
-    home: Path, scenario: Scenario, *, start: str = "import", operator: str | None = "alice"
+    home: Path,
+    scenario: Scenario,
+    *,
+    start: str = "import",
+    operator: str | None = "alice",
+    size: tuple[int, int] = SIZE,
 ) -> VigilApp:
-    """Run the app at 80x24 through SCENARIO; return it (for what it holds after)."""
+    """Run the app at SIZE (80x24) through SCENARIO; return it (for what it holds after)."""
     app = make_app(home, operator, start=start)
 
     async def run() -> None:
-        async with app.run_test(size=SIZE) as pilot:
+        async with app.run_test(size=size) as pilot:
             await pilot.pause()
             await scenario(app, pilot)
 
