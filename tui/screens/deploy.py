@@ -49,6 +49,8 @@ LOG_MAX = 100
 #: the width of the grid's task column (a longer task name is cut there; the status line and the
 #: log have it whole)
 TASK_WIDTH = 48
+#: the width of the grid's count columns
+COUNT_WIDTH = 5
 
 STATE_STYLE = {
     "waiting": "dim",
@@ -175,10 +177,11 @@ class DeployScreen(VigilScreen):
         grid = self.query_one("#grid", DataTable)
         grid.add_column("host", key="host")
         for col in COLUMNS:
-            # the task column has a fixed width: a column that fits its widest cell is measured
-            # again over every row each time a cell of it narrows (500 hosts: a stall per event)
-            width = TASK_WIDTH if col == "task" else None
-            grid.add_column(col if col != "unreachable" else "unreach", key=col, width=width)
+            # fixed widths: a column that fits its widest cell is measured again over every row each
+            # time a cell of it narrows (500 hosts: a stall per event); counts get five digits
+            label = col if col != "unreachable" else "unreach"
+            width = TASK_WIDTH if col == "task" else max(len(label), COUNT_WIDTH)
+            grid.add_column(label, key=col, width=width)
         self.query_one("#inventory", Input).focus()
 
     @property
