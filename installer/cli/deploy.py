@@ -33,7 +33,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--inventory", "-i", type=Path, required=True, help="inventory directory or file")
     p.add_argument("--limit", help="only these hosts/groups (Ansible pattern)")
     p.add_argument("--tags", help="only these role tags, comma-separated")
-    p.add_argument("--check", action="store_true", help="dry run: report what would change")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="dry run: report what would change, per host: each task and the files it names",
+    )
     p.add_argument("--bundle", type=int, metavar="N", help="imported bundle version (default: the highest)")
     p.add_argument(
         "--ansible-dir",
@@ -169,11 +173,19 @@ def _deploy(args: argparse.Namespace, inv: ops.Invocation) -> int:
                 "ok": result.ok,
                 "hosts": {h: {k: v for k, v in c.items() if k != "task"} for h, c in counts.items()},
                 "failures": [vars(f) for f in result.progress.failures],
+                "changes": [
+                    {"host": c.host, "task": c.task, "role": c.role, "paths": list(c.paths)}
+                    for c in result.progress.changes
+                ],
             }
         )
     else:
         for f in result.progress.failures:
             print(f"  {f.host}: {f.task}: {f.message}", file=sys.stderr)
+        if plan.check:  # the drift question: what differs from the bundle, host by host
+            print("would change:" if result.progress.changes else "would change: nothing")
+            for c in sorted(result.progress.changes, key=lambda c: c.host):
+                print(f"  {c.line()}")
         print("recap:")
         for line in result.recap_lines():
             print(f"  {line}")

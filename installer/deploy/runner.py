@@ -54,6 +54,55 @@ class Failure:
     role: str = ""
 
 
+@dataclass(frozen=True)
+class Changed:
+    """A task that changed a host (in check mode: would change it), and the paths it names."""
+
+    host: str
+    task: str
+    #: the role the task belongs to ("" for a task of the playbook itself)
+    role: str
+    #: the files and directories the module reported (``dest``, ``path``, its diff's headers)
+    paths: tuple[str, ...]
+
+    def line(self) -> str:
+        where = f" ({', '.join(self.paths)})" if self.paths else ""
+        return f"{self.host}: {self.task}{where}"
+
+
+#: how many paths one task's line names at most (a loop over many files says how many more)
+PATHS_MAX = 8
+
+
+def changed_paths(res: dict[str, Any]) -> tuple[str, ...]:
+    """The absolute paths on the host a module result names as changed: its ``dest`` or ``path``,
+    the host side of its ``--diff``, and the same in each changed item of a loop; in order, each once."""
+    found: list[str] = []
+
+    def add(value: object) -> None:
+        if isinstance(value, str) and value.startswith("/") and value not in found:
+            found.append(value)
+
+    def walk(r: dict[str, Any]) -> None:
+        add(r.get("dest"))
+        add(r.get("path"))
+        diffs = r.get("diff")
+        for d in diffs if isinstance(diffs, list) else [diffs]:
+            # the host's side only: a copy's after_header is its source on the controller;
+            # lineinfile's reads "<path> (content)"
+            header = d.get("before_header") if isinstance(d, dict) else None
+            if isinstance(header, str):
+                add(header.split(" (", 1)[0])
+
+    walk(res)
+    for item in res.get("results") or []:
+        if isinstance(item, dict) and item.get("changed"):
+            walk(item)
+    if len(found) > PATHS_MAX:
+        return (*found[:PATHS_MAX], f"... {len(found) - PATHS_MAX} more")
+    return tuple(found)
+
+
 @dataclass
 class Progress:
     """What has happened so far in a run; written by the event handler, read by front ends."""
@@ -62,6 +111,8 @@ class Progress:
     task: str = ""
     tasks_started: int = 0
     failures: list[Failure] = field(default_factory=list)
+    #: every task that changed a host (in check mode: would change it), in the order they ended
+    changes: list[Changed] = field(default_factory=list)
     finished: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -79,8 +130,12 @@ class Progress:
             elif kind == "runner_on_ok" and host:
                 score = self.host(host)
                 score.task = data.get("task", "")
-                if data.get("res", {}).get("changed"):
+                res = data.get("res") or {}
+                if res.get("changed"):
                     score.changed += 1
+                    self.changes.append(
+                        Changed(host, data.get("task", ""), data.get("role", ""), changed_paths(res))
+                    )
                 score.ok += 1
             elif kind == "runner_on_failed" and host and not data.get("ignore_errors"):
                 self.host(host).failed += 1

@@ -163,6 +163,33 @@ def test_check_mode_changes_nothing(site: dict[str, Path], capsys: pytest.Captur
     assert list(site["marker"].iterdir()) == []
 
 
+def test_check_names_each_file_that_differs_on_each_host(
+    site: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The daily drift question: after a deploy, a file changed on one host is named, with its task,
+    by `deploy --check`, which leaves it as it is; the other host has nothing to say."""
+    rc, first = deploy(site, capsys)
+    assert rc == 0, first
+    marker = site["marker"] / "gpu01.demo"
+    assert [c["paths"] for c in first["changes"] if c["host"] == "gpu01"] == [[str(marker)]]
+    marker.write_text("# edited on the host\n")
+    rc, check = deploy(site, capsys, "--check")
+    assert rc == 0, check
+    assert check["changes"] == [
+        {
+            "host": "gpu01",
+            "task": "Write the marker file from the bundle's artifact",
+            "role": "demo",
+            "paths": [str(marker)],
+        }
+    ]
+    assert marker.read_text() == "# edited on the host\n"  # check mode changed nothing
+    capsys.readouterr()
+    assert main(["deploy", "-i", str(site["inv"]), "--ansible-dir", str(site["ansible"]), "--check"]) == 0
+    out = capsys.readouterr().out
+    assert f"would change:\n  gpu01: Write the marker file from the bundle's artifact ({marker})\n" in out
+
+
 def test_one_plan_one_limit_for_the_host_check_and_the_run(site: dict[str, Path]) -> None:
     """The pre-deploy host check and the run read the same limit from the plan: an unreachable host
     outside the limit neither stops the plan nor is touched, and only the limited host changes."""
