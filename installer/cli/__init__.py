@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     from vigil.installer.cli import bundle as bundle_cli
     from vigil.installer.cli import demo as demo_cli
     from vigil.installer.cli import deploy as deploy_cli
+    from vigil.installer.cli import inventory as inventory_cli
     from vigil.installer.cli import keys as keys_cli
     from vigil.installer.cli import lab as lab_cli
     from vigil.installer.cli import report as report_cli
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
         keys_cli,
         trust_cli,
         bundle_cli,
+        inventory_cli,
         deploy_cli,
         upgrade_cli,
         lab_cli,

@@ -15,6 +15,7 @@ from typing import Any
 
 from vigil.bundle.store import BundleStore
 from vigil.bundle.trust import TrustRoot
+from vigil.installer.deploy.argspec import check_argument_specs, refuse_bad_variables
 from vigil.installer.deploy.artifacts import DeployError, StoredBundle, artifact_vars, open_stored
 from vigil.installer.deploy.inventory import Inventory, load_inventory
 from vigil.installer.deploy.runner import (
@@ -85,6 +86,7 @@ def plan_deploy(
                 str(content),
                 "has no playbooks/site.yml (a bundle built before the roles existed? build a new one)",
             )
+        refuse_bad_variables(check_argument_specs(content, inv.path, inv.selected), inventory)
         unreachable = ping_hosts(runs_dir=home / "runs", inventory=inv.path, limit=limit)
         if unreachable:
             host = sorted(unreachable)[0]

@@ -112,8 +112,12 @@ def load_inventory(path: Path, *, limit: str | None = None) -> Inventory:
         raise DeployError(
             str(path), "group 'monitoring' needs at least one host (VictoriaMetrics, vmalert, Alertmanager)"
         )
+    from ansible.vars.manager import VariableManager
+
+    # as the play resolves them: the host's own, its groups' (hosts.yml and group_vars/), host_vars/
+    resolved = VariableManager(loader=manager._loader, inventory=manager)
     for host in hosts:
-        hvars = manager.get_host(host).get_vars()
+        hvars = resolved.get_vars(host=manager.get_host(host), include_hostvars=False)
         for var in REQUIRED_HOST_VARS:
             if not hvars.get(var):
                 raise DeployError(str(path), f"host '{host}' lacks required variable {var}")

@@ -28,6 +28,7 @@ from vigil.installer.ops.bundle import (
     verify_bundle,
 )
 from vigil.installer.ops.deploy import deploy_failure, finish_deploy, plan_deploy, start_deploy
+from vigil.installer.ops.inventory import InventoryCheck, check_inventory, inventory_failure
 from vigil.installer.ops.keys import (
     NewKey,
     generate_key,
@@ -64,6 +65,7 @@ __all__ = [
     "EventSink",
     "Generated",
     "HostStatus",
+    "InventoryCheck",
     "Invocation",
     "NewKey",
     "Outcome",
@@ -75,6 +77,7 @@ __all__ = [
     "audit_verify",
     "audited",
     "build_bundle",
+    "check_inventory",
     "deploy_failure",
     "finish_deploy",
     "generate_key",
@@ -83,6 +86,7 @@ __all__ = [
     "inspect_bundle",
     "install_trust",
     "installed_trust_path",
+    "inventory_failure",
     "join_bundle",
     "lab_down",
     "lab_fault",

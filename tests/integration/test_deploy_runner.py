@@ -145,6 +145,39 @@ def test_unreachable_host_stops_before_any_change(
     assert list(site["marker"].iterdir()) == []
 
 
+def test_a_variable_the_role_refuses_stops_the_deploy_before_any_host_is_contacted(
+    site: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The role's argument spec is checked against the inventory up front: no ping, no run, the role,
+    the variable and the host named in one line."""
+    meta = site["ansible"] / "roles" / "demo" / "meta"
+    meta.mkdir()
+    (meta / "argument_specs.yml").write_text(
+        "argument_specs:\n  main:\n    options:\n      demo_copies: {type: int, description: how many}\n"
+    )
+    hosts = site["inv"] / "hosts.yml"
+    hosts.write_text(
+        hosts.read_text().replace(
+            "gpu01: {ansible_host: 127.0.0.1}", "gpu01: {ansible_host: 127.0.0.1, demo_copies: many}"
+        )
+    )
+    runs = site["home"] / "runs"
+    before = sorted(runs.iterdir()) if runs.exists() else []
+    capsys.readouterr()
+    rc = main(["deploy", "-i", str(site["inv"]), "--ansible-dir", str(site["ansible"])])
+    err = capsys.readouterr().err.strip()
+    assert rc == 1
+    assert err.startswith(f"FAIL: {site['inv']}: role demo: argument 'demo_copies' is of type str"), err
+    assert err.endswith(
+        f"(host gpu01); nothing was changed (`vigil inventory check -i {site['inv']}` lists them all)"
+    )
+    assert list(site["marker"].iterdir()) == []
+    assert (sorted(runs.iterdir()) if runs.exists() else []) == before  # no preflight ping, no run
+    hosts.write_text(hosts.read_text().replace("demo_copies: many", "demo_copies: 2"))
+    rc, out = deploy(site, capsys)
+    assert rc == 0, out
+
+
 def test_store_tampered_after_import_is_refused(
     site: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

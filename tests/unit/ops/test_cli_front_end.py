@@ -29,9 +29,19 @@ JSON = {
     "lab job",
     "lab fault",
     "audit show",
+    "inventory check",
 }
 #: subcommands that verify against a trust root; each must take --trust
-TRUST = {"bundle verify", "bundle import", "bundle join", "deploy", "upgrade", "rollback", "status"}
+TRUST = {
+    "bundle verify",
+    "bundle import",
+    "bundle join",
+    "deploy",
+    "upgrade",
+    "rollback",
+    "status",
+    "inventory check",
+}
 
 
 def leaves(parser: argparse.ArgumentParser, prefix: str = "") -> dict[str, argparse.ArgumentParser]:

@@ -1,0 +1,161 @@
+"""The roles' argument specs, checked against an inventory before any host is contacted.
+
+Every role validates its variables when its play starts (``meta/argument_specs.yml``, entry point
+``main``); a wrong type or value then stops a deploy minutes in, on the first host that reaches
+that role. This is the same check, made up front and offline, for every host and every role the
+site playbook gives it: the same validator (Ansible's ``ArgumentSpecValidator``), the values as the
+play would see them (the role's defaults under the inventory's variables, templated with Ansible's
+templar). A value that can only be worked out on the host (one that reads facts) is left to the
+play and counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vigil.installer.deploy.artifacts import DeployError
+
+PLAYBOOK = "playbooks/site.yml"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A variable of HOST that ROLE's argument spec refuses."""
+
+    host: str
+    role: str
+    message: str
+
+    def line(self) -> str:
+        return f"host {self.host}: role {self.role}: {self.message}"
+
+
+#: how many hosts a grouped line names before it counts the rest
+HOSTS_SHOWN = 5
+
+
+@dataclass
+class SpecCheck:
+    findings: list[Finding] = field(default_factory=list)
+    #: (host, role) pairs checked
+    checked: int = 0
+    #: (host, role, variable) whose value needs the host's facts: the play checks them
+    deferred: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        """One line per role and message, naming the hosts it holds for (the same group_vars
+        mistake on 500 nodes is one line)."""
+        grouped: dict[tuple[str, str], list[str]] = {}
+        for f in self.findings:
+            grouped.setdefault((f.role, f.message), []).append(f.host)
+        out = []
+        for (role, message), hosts in grouped.items():
+            named = ", ".join(hosts[:HOSTS_SHOWN])
+            more = f" and {len(hosts) - HOSTS_SHOWN} more" if len(hosts) > HOSTS_SHOWN else ""
+            out.append(f"role {role}: {message} (host{'s' if len(hosts) > 1 else ''} {named}{more})")
+        return out
+
+
+def _yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise DeployError(str(path), f"unreadable: {str(exc).splitlines()[0]}") from None
+
+
+def site_roles(ansible_dir: Path) -> list[tuple[str, str]]:
+    """(host pattern, role) of each play of the site playbook, in order."""
+    plays = _yaml(ansible_dir / PLAYBOOK)
+    if not isinstance(plays, list):
+        raise DeployError(str(ansible_dir / PLAYBOOK), "not a list of plays")
+    out: list[tuple[str, str]] = []
+    for play in plays:
+        if not isinstance(play, dict):
+            continue
+        hosts = play.get("hosts", "")
+        for role in play.get("roles") or []:
+            name = role.get("role") if isinstance(role, dict) else role
+            if isinstance(name, str) and isinstance(hosts, str):
+                out.append((hosts, name))
+    return out
+
+
+def role_spec(ansible_dir: Path, role: str) -> dict[str, Any] | None:
+    """The options of ROLE's ``main`` entry point, or None when it has no argument spec."""
+    path = ansible_dir / "roles" / role / "meta" / "argument_specs.yml"
+    if not path.is_file():
+        return None
+    doc = _yaml(path)
+    try:
+        options = doc["argument_specs"]["main"].get("options") or {}
+    except (TypeError, KeyError, AttributeError):
+        raise DeployError(str(path), "has no argument_specs.main") from None
+    if not isinstance(options, dict):
+        raise DeployError(str(path), "argument_specs.main.options is not a mapping")
+    return options
+
+
+def role_defaults(ansible_dir: Path, role: str) -> dict[str, Any]:
+    path = ansible_dir / "roles" / role / "defaults" / "main.yml"
+    doc = _yaml(path) if path.is_file() else {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def check_argument_specs(ansible_dir: Path, source: Path, hosts: Iterable[str] | None = None) -> SpecCheck:
+    """Each host's variables (of HOSTS, or every host) against the argument spec of each role the
+    site playbook gives it."""
+    from ansible.errors import AnsibleError
+    from ansible.inventory.manager import InventoryManager
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
+    from ansible.vars.manager import VariableManager
+
+    loader = DataLoader()
+    manager = InventoryManager(loader=loader, sources=[str(source)])
+    variables = VariableManager(loader=loader, inventory=manager)
+    out = SpecCheck()
+    only = set(hosts) if hosts is not None else None
+    specs: dict[str, dict[str, Any] | None] = {}
+    for pattern, role in site_roles(ansible_dir):
+        if role not in specs:
+            specs[role] = role_spec(ansible_dir, role)
+        spec = specs[role]
+        if spec is None:
+            continue
+        defaults = role_defaults(ansible_dir, role)
+        for host in sorted(h.name for h in manager.get_hosts(pattern)):
+            if only is not None and host not in only:
+                continue
+            hvars = variables.get_vars(host=manager.get_host(host), include_hostvars=False)
+            merged = {**defaults, **hvars}
+            templar = Templar(loader=loader, variables=merged)
+            provided: dict[str, Any] = {}
+            for name in spec:
+                if name not in merged:
+                    continue
+                try:
+                    provided[name] = templar.template(merged[name])
+                except AnsibleError:  # reads facts or host-side values: the play checks it
+                    out.deferred.append((host, role, name))
+            result = ArgumentSpecValidator(spec).validate(provided, validate_role_argument_spec=True)
+            out.checked += 1
+            for message in result.error_messages:
+                out.findings.append(Finding(host, role, str(message)))
+    return out
+
+
+def refuse_bad_variables(check: SpecCheck, inventory: Path, *, listed: bool = False) -> None:
+    """Raise naming the first finding and how many more there are; nothing has been changed yet.
+    ``listed``: the front end has shown them all (else the message names the command that does)."""
+    lines = check.lines()
+    if not lines:
+        return
+    more = f"; {len(lines) - 1} more" if len(lines) > 1 else ""
+    where = "" if listed else f" (`vigil inventory check -i {inventory}` lists them all)"
+    raise DeployError(str(inventory), f"{lines[0]}{more}; nothing was changed{where}")

@@ -1,0 +1,109 @@
+"""The roles' argument specs against an inventory, offline: the repository's own roles and site
+playbook, the documented example inventory, and copies of it with one mistake each."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.cli import REPO
+from vigil.installer.deploy import DeployError
+from vigil.installer.deploy.argspec import check_argument_specs, refuse_bad_variables, site_roles
+
+EXAMPLE = REPO / "inventories" / "example"
+GPUS = [f"gpu{i:03d}" for i in range(1, 17)]
+
+
+def site(tmp_path: Path, *, all_vars: str = "", gpu_vars: str = "", host_vars: str = "") -> Path:
+    """The example inventory with extra lines in group_vars/all.yml, group_vars/gpu_nodes.yml and
+    host_vars/gpu001.yml."""
+    inv = tmp_path / "inv"
+    shutil.copytree(EXAMPLE, inv)
+    base = (EXAMPLE / "group_vars" / "all.yml").read_text()
+    if "node_exporter_port" in all_vars:  # one key, not a duplicate (Ansible warns, and takes the last)
+        base = base.replace("node_exporter_port: 9100\n", "")
+    (inv / "group_vars" / "all.yml").write_text(base + all_vars)
+    if gpu_vars:
+        (inv / "group_vars" / "gpu_nodes.yml").write_text(gpu_vars)
+    if host_vars:
+        (inv / "host_vars" / "gpu001.yml").write_text(host_vars)
+    return inv
+
+
+def test_the_example_inventory_passes_every_role_it_meets() -> None:
+    check = check_argument_specs(REPO, EXAMPLE)
+    assert check.findings == []
+    # every host meets common, audit and node_exporter; the GPU nodes and the controller more
+    assert check.checked >= 18 * 3 + 16 * 2
+    plays = site_roles(REPO)
+    assert ("all", "node_exporter") in plays and ("gpu_nodes", "dcgm_exporter") in plays
+
+
+def test_a_wrong_type_is_refused_once_for_every_host_it_reaches(tmp_path: Path) -> None:
+    check = check_argument_specs(REPO, site(tmp_path, all_vars="node_exporter_port: not-a-port\n"))
+    assert {f.host for f in check.findings} == {"mon01", "slurmctl01", *GPUS}
+    assert {f.role for f in check.findings} == {"node_exporter"}
+    assert "node_exporter_port" in check.findings[0].message
+    (line,) = check.lines()  # 18 hosts, one line
+    assert line.startswith("role node_exporter: argument 'node_exporter_port' is of type str")
+    assert line.endswith("and 13 more)")
+
+
+def test_a_value_outside_its_choices_on_one_host_names_that_host(tmp_path: Path) -> None:
+    check = check_argument_specs(REPO, site(tmp_path, host_vars="dcgm_exporter_mode: emulated\n"))
+    assert [(f.host, f.role) for f in check.findings] == [("gpu001", "dcgm_exporter")]
+    assert "dcgm_exporter_mode" in check.findings[0].message and "emulated" in check.findings[0].message
+    assert check.lines()[0].endswith("(host gpu001)")
+
+
+def test_values_are_checked_as_the_play_sees_them_after_templating(tmp_path: Path) -> None:
+    bad = site(tmp_path / "bad", all_vars="site_port: ninety\nnode_exporter_port: '{{ site_port }}'\n")
+    assert {f.role for f in check_argument_specs(REPO, bad).findings} == {"node_exporter"}
+    good = site(tmp_path / "good", all_vars="site_port: 9101\nnode_exporter_port: '{{ site_port }}'\n")
+    assert check_argument_specs(REPO, good).findings == []
+
+
+def test_a_value_that_reads_facts_is_left_to_the_play(tmp_path: Path) -> None:
+    inv = site(tmp_path, gpu_vars="dcgm_exporter_mode: \"{{ ansible_facts['system_vendor'] }}\"\n")
+    check = check_argument_specs(REPO, inv)
+    assert check.findings == []
+    assert ("gpu001", "dcgm_exporter", "dcgm_exporter_mode") in check.deferred
+
+
+def test_only_the_hosts_asked_for_are_checked(tmp_path: Path) -> None:
+    inv = site(tmp_path, host_vars="dcgm_exporter_mode: emulated\n")
+    assert check_argument_specs(REPO, inv, hosts=["gpu002", "mon01"]).findings == []
+    assert len(check_argument_specs(REPO, inv, hosts=["gpu001"]).findings) == 1
+
+
+def test_the_refusal_is_one_line_naming_the_first_problem_and_the_count(tmp_path: Path) -> None:
+    inv = site(tmp_path, all_vars="node_exporter_port: nine\n", host_vars="dcgm_exporter_mode: emulated\n")
+    check = check_argument_specs(REPO, inv)
+    with pytest.raises(DeployError) as err:
+        refuse_bad_variables(check, inv)
+    text = str(err.value)
+    assert text.startswith(f"{inv}: role ") and "; 1 more; nothing was changed" in text
+    assert text.endswith(f"(`vigil inventory check -i {inv}` lists them all)")
+    assert "\n" not in text
+    refuse_bad_variables(check_argument_specs(REPO, EXAMPLE), EXAMPLE)  # nothing refused: no error
+
+
+def test_broken_ansible_content_is_named(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    shutil.copytree(REPO / "playbooks", tree / "playbooks")
+    shutil.copytree(REPO / "roles", tree / "roles")
+    spec = tree / "roles" / "node_exporter" / "meta" / "argument_specs.yml"
+    spec.write_text("argument_specs: [not, a, mapping]\n")
+    with pytest.raises(DeployError) as err:
+        check_argument_specs(tree, EXAMPLE)
+    assert str(err.value) == f"{spec}: has no argument_specs.main"
+    spec.write_text("argument_specs: {main: {options: [x]}\n")
+    with pytest.raises(DeployError) as err:
+        check_argument_specs(tree, EXAMPLE)
+    assert str(err.value).startswith(f"{spec}: unreadable: ")
+    (tree / "playbooks" / "site.yml").write_text("hosts: all\n")
+    with pytest.raises(DeployError) as err:
+        check_argument_specs(tree, EXAMPLE)
+    assert str(err.value) == f"{tree / 'playbooks' / 'site.yml'}: not a list of plays"
