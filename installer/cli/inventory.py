@@ -9,6 +9,7 @@ from pathlib import Path
 from vigil.installer import ops
 from vigil.installer.cli._common import json_option, trust_option
 from vigil.installer.cli._output import emit_json, ok
+from vigil.installer.deploy import DeployError as ops_error
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -34,6 +35,23 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     c.add_argument("--bundle", type=int, metavar="N", help="imported bundle version (default: the highest)")
     c.add_argument("--ansible-dir", type=Path, help="check against this Ansible tree instead of the bundle's")
     c.set_defaults(func=_check, action="inventory.check")
+
+    e = isub.add_parser(
+        "edit",
+        parents=[trust_option()],
+        help="replace the variables every host shares, checked first",
+        description="Replace the inventory directory's group_vars/all.yml (the variables every host shares) "
+        "with FILE, only if the whole inventory still passes `vigil inventory check` with it (tried on a "
+        "private copy first). Written staged, then renamed; a link in its place, a file changed since "
+        "--expect-sha256, YAML that is not a mapping of variable names, or a variable a role refuses: "
+        "nothing is written.",
+    )
+    e.add_argument("--inventory", "-i", type=Path, required=True, help="inventory directory")
+    e.add_argument("--vars", type=Path, required=True, metavar="FILE", help="the new group_vars/all.yml")
+    e.add_argument("--expect-sha256", metavar="HEX", help="refuse if the file on disk is not this one")
+    e.add_argument("--bundle", type=int, metavar="N", help="imported bundle version (default: the highest)")
+    e.add_argument("--ansible-dir", type=Path, help="check against this Ansible tree instead of the bundle's")
+    e.set_defaults(func=_edit, action="inventory.edit")
 
 
 def _check(args: argparse.Namespace, inv: ops.Invocation) -> int:
@@ -65,4 +83,22 @@ def _check(args: argparse.Namespace, inv: ops.Invocation) -> int:
     ops.inventory_failure(result, args.inventory)
     if not args.json:
         ok(str(args.inventory), f"{len(result.inventory.selected)} hosts checked; nothing contacted")
+    return 0
+
+
+def _edit(args: argparse.Namespace, inv: ops.Invocation) -> int:
+    try:
+        text = args.vars.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ops_error(str(args.vars), f"cannot read: {exc}") from None
+    result = ops.edit_shared_vars(
+        inv,
+        inventory=args.inventory,
+        text=text,
+        expected_sha256=args.expect_sha256,
+        trust=args.trust,
+        bundle_version=args.bundle,
+        ansible_dir=args.ansible_dir,
+    )
+    ok(inv.object, f"written (sha256 {inv.details['sha256_after']}); {result.lines()[-1].strip()}")
     return 0

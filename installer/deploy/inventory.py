@@ -133,3 +133,68 @@ def load_inventory(path: Path, *, limit: str | None = None) -> Inventory:
         groups={k: v for k, v in groups.items() if k in KNOWN_GROUPS},
         selected=selected,
     )
+
+
+#: the file of the variables every host shares, in an inventory directory (the first that exists)
+SHARED_VARS = ("group_vars/all.yml", "group_vars/all.yaml")
+#: the most an edited file of variables may hold
+SHARED_VARS_MAX = 1 << 20
+
+
+@dataclass(frozen=True)
+class SharedVars:
+    """``group_vars/all.yml`` of an inventory directory as read: its text and the digest a save checks."""
+
+    path: Path
+    text: str
+    sha256: str
+
+
+def shared_vars(inventory: Path) -> SharedVars:
+    """Read the inventory's shared variables file (a missing one reads as empty, to be created).
+
+    Only an inventory directory has one; the file must be a regular file of at most 1 MiB (a link
+    is refused: the edit must land in the inventory, not wherever the link points)."""
+    import hashlib
+
+    if not inventory.is_dir():
+        raise DeployError(
+            str(inventory), "is a file; shared variables live in an inventory directory's group_vars/"
+        )
+    path = next(
+        (inventory / n for n in SHARED_VARS if (inventory / n).exists() or (inventory / n).is_symlink()),
+        inventory / SHARED_VARS[0],
+    )
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise DeployError(str(path), "is not a regular file (a link or a directory); refusing to edit it")
+    data = path.read_bytes() if path.exists() else b""
+    if len(data) > SHARED_VARS_MAX:
+        raise DeployError(str(path), f"is larger than {SHARED_VARS_MAX} bytes; edit it with an editor")
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        raise DeployError(str(path), "is not UTF-8 text") from None
+    return SharedVars(path, text, hashlib.sha256(data).hexdigest())
+
+
+def parse_shared_vars(text: str, where: str) -> dict[str, object]:
+    """The new variables: YAML (Ansible's tags allowed) whose top level is a mapping of names."""
+    if len(text.encode()) > SHARED_VARS_MAX:
+        raise DeployError(where, f"is larger than {SHARED_VARS_MAX} bytes")
+    try:
+        doc = yaml.load(text, Loader=_AnyTagLoader)  # noqa: S506 - a safe loader that drops tags
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise DeployError(where, f"not valid YAML: {problem}{at}; nothing was written") from None
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise DeployError(
+            where, f"must be a mapping of variable names, not a {type(doc).__name__}; nothing was written"
+        )
+    bad = [k for k in doc if not isinstance(k, str) or not k.isidentifier()]
+    if bad:
+        raise DeployError(where, f"{bad[0]!r} is not a variable name; nothing was written")
+    return doc

@@ -28,7 +28,13 @@ from vigil.installer.ops.bundle import (
     verify_bundle,
 )
 from vigil.installer.ops.deploy import deploy_failure, finish_deploy, plan_deploy, start_deploy
-from vigil.installer.ops.inventory import InventoryCheck, check_inventory, inventory_failure
+from vigil.installer.ops.inventory import (
+    InventoryCheck,
+    check_inventory,
+    edit_shared_vars,
+    inventory_failure,
+    read_shared_vars,
+)
 from vigil.installer.ops.keys import (
     NewKey,
     generate_key,
@@ -79,6 +85,7 @@ __all__ = [
     "build_bundle",
     "check_inventory",
     "deploy_failure",
+    "edit_shared_vars",
     "finish_deploy",
     "generate_key",
     "import_bundle",
@@ -97,6 +104,7 @@ __all__ = [
     "load_trust",
     "lock_channel",
     "plan_deploy",
+    "read_shared_vars",
     "record",
     "report_energy",
     "report_export",

@@ -41,6 +41,7 @@ TRUST = {
     "rollback",
     "status",
     "inventory check",
+    "inventory edit",
 }
 
 
