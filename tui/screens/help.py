@@ -22,7 +22,7 @@ same audit record as the command it names, and a refusal shows the same `FAIL:` 
 - **F4** Audit: browse and verify the audit log
 - **F5** Overview: the cluster panels and firing alerts
 - **F6** Bundle: build a channel's signed bundle (build host), split it for media
-- **F7** Inventory: check an inventory as deploy does; hosts, shared variables, reachability
+- **F7** Inventory: check an inventory as deploy does; hosts, shared variables (editable), reachability
 - **F8** Reports: generate, list, show, verify and export the signed reports
 - **ctrl+p** command palette: every action of every screen
 - **tab / shift+tab** move between fields and buttons; **enter** presses a button
@@ -60,9 +60,11 @@ signed index. **ctrl+r** reads the catalogs again.
 
 ## Inventory (F7)
 **ctrl+r** (or enter) checks the inventory as `vigil deploy` does before any change (groups, every
-host placed and addressed, the limit): hosts by group with their `ansible_host`, and the variables
-every host shares (read-only here: edit `group_vars/all.yml`). **ctrl+t** reaches every host with
-Ansible's ping, as the deploy's pre-flight does: it contacts the hosts, so only when asked.
+host placed and addressed, the limit, each host's variables against the roles' argument specs):
+hosts by group with their `ansible_host`, any refused variable, and the variables every host
+shares. **ctrl+g** edits those (`group_vars/all.yml`); **ctrl+s** there saves them only if the
+inventory still passes the check. **ctrl+t** reaches every host with Ansible's ping, as the deploy's
+pre-flight does: it contacts the hosts, so only when asked.
 
 ## Reports (F8)
 **ctrl+g** generates the usage report for *Period* (and *Account*), **ctrl+n** the energy report for

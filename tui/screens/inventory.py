@@ -1,11 +1,13 @@
 """Inventory: an inventory checked as ``vigil deploy`` checks it before any change (groups vigil knows,
-every host placed, required variables, the limit), its hosts by group with their addresses, the
-variables every host shares (read-only in this slice), and — on an explicit key press only, since it
-contacts the hosts — whether each is reachable, by the deploy's own pre-flight ping.
+every host placed, required variables, the limit, and each host's variables against the roles'
+argument specs), its hosts by group with their addresses, the variables every host shares — which
+the operator can edit here — and, on an explicit key press only, since it contacts the hosts,
+whether each is reachable, by the deploy's own pre-flight ping.
 
-The check and the ping change nothing and are no command of the CLI (they are steps 1 and 3 of
-``vigil deploy``): they are not recorded. The ping leaves its ansible-runner artifacts under
-``$VIGIL_HOME/runs/<id>-preflight``, as the deploy's does.
+The check is ``vigil inventory check`` and the edit ``vigil inventory edit``: the same operations,
+with the same audit records. The ping is step 3 of ``vigil deploy`` and no command of its own: it
+is not recorded, and leaves its ansible-runner artifacts under ``$VIGIL_HOME/runs/<id>-preflight``,
+as the deploy's does.
 """
 
 from __future__ import annotations
@@ -22,28 +24,51 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, DataTable, Input, Label, Static
 
 from vigil.basics.errors import VigilError, one_line
+from vigil.installer import ops
 from vigil.installer.deploy.inventory import KNOWN_GROUPS, Inventory, load_inventory
 from vigil.installer.deploy.runner import ping_hosts
 from vigil.tui.inventory import HostVars, read_host_vars
 from vigil.tui.screens._base import VigilScreen
+from vigil.tui.session import Session, perform
 from vigil.tui.widgets import ResultLine, to_ui
+from vigil.tui.widgets.inventory import SharedVarsEditor
 
 
 @dataclass(frozen=True)
 class Loaded:
     inventory: Inventory
     hostvars: HostVars
+    #: what `inventory check` found: the argument specs' verdict, and the refusals
+    check: ops.InventoryCheck
 
 
-def load(path: Path, limit: str | None) -> Loaded | list[str]:
-    """The deploy's check (step 1), then what the screen shows; or the ``FAIL:`` line."""
+def check_argv(path: Path, limit: str | None) -> list[str]:
+    return ["inventory", "check", "-i", str(path), *(["--limit", limit] if limit else [])]
+
+
+def load(session: Session, path: Path, limit: str | None) -> tuple[Loaded | None, list[str]]:
+    """``vigil inventory check`` (recorded as the CLI records it), then what the screen shows: what was
+    loaded (also when a role refused a variable) and the ``FAIL:`` lines, if any."""
+    found: list[ops.InventoryCheck] = []
+
+    def action(inv: ops.Invocation) -> ops.InventoryCheck:
+        check = ops.check_inventory(inv, inventory=path, limit=limit)
+        found.append(check)
+        ops.inventory_failure(check, path)
+        return check
+
+    outcome = perform(session.invocation("inventory.check", check_argv(path, limit)), action)
+    if not found:
+        return None, outcome.failures
     try:
-        inventory = load_inventory(path, limit=limit)
-        return Loaded(inventory, read_host_vars(inventory.path, inventory.hosts))
+        check = found[0]
+        return Loaded(check.inventory, read_host_vars(check.inventory.path, check.inventory.hosts), check), (
+            outcome.failures
+        )
     except VigilError as exc:
-        return [f"FAIL: {exc}"]
+        return None, [f"FAIL: {exc}"]
     except Exception as exc:  # Ansible's own errors are many: one line, never a traceback
-        return [f"FAIL: {path}: {one_line(f'{type(exc).__name__}: {exc}')}"]
+        return None, [f"FAIL: {path}: {one_line(f'{type(exc).__name__}: {exc}')}"]
 
 
 def reach(home: Path, path: Path, limit: str | None) -> dict[str, str] | list[str]:
@@ -67,6 +92,13 @@ class InventoryScreen(VigilScreen):
         Binding(
             "ctrl+t", "reach", "Reach hosts", id="inventory-reach", tooltip="Ping every host (contacts them)"
         ),
+        Binding(
+            "ctrl+g",
+            "edit",
+            "Edit shared vars",
+            id="inventory-edit",
+            tooltip="Edit group_vars/all.yml; saved only if the inventory still passes the check",
+        ),
     ]
 
     DEFAULT_CSS = """
@@ -78,7 +110,7 @@ class InventoryScreen(VigilScreen):
     InventoryScreen .row Button { margin-right: 2; }
     InventoryScreen .row #counts { width: 1fr; color: $text-muted; }
     InventoryScreen #hosts { height: 1fr; margin: 0 1; }
-    InventoryScreen #vars-box { height: 7; margin: 0 1; border-top: solid $panel; }
+    InventoryScreen #vars-box { height: 8; margin: 0 1; border-top: solid $panel; }
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -96,6 +128,7 @@ class InventoryScreen(VigilScreen):
         with Horizontal(classes="row"):
             yield Button("Check", id="check", compact=True, variant="primary")
             yield Button("Reach hosts", id="reach", compact=True)
+            yield Button("Edit shared vars", id="edit", compact=True)
             yield Label("", id="counts")
         yield ResultLine(id="result")
         yield DataTable(id="hosts", cursor_type="row", zebra_stripes=True)
@@ -131,25 +164,42 @@ class InventoryScreen(VigilScreen):
             self.query_one("#result", ResultLine).info(f"reaching the hosts of {args[0]} (ansible ping) …")
             self._reach(*args)
 
+    @on(Button.Pressed, "#edit")
+    def action_edit(self) -> None:
+        if (args := self._args()) is None:
+            return
+        path = args[0]
+        try:
+            current = ops.read_shared_vars(path)
+        except VigilError as exc:
+            self.query_one("#result", ResultLine).fail([f"FAIL: {exc}"])
+            return
+
+        def saved(done: bool | None) -> None:
+            if done:
+                self.action_load()
+
+        self.app.push_screen(SharedVarsEditor(self.session, path, current), saved)
+
     @work(thread=True, exclusive=True, group="inventory", exit_on_error=False)
     def _load(self, path: Path, limit: str | None) -> None:
-        to_ui(self.app, self._loaded, path, load(path, limit))
+        to_ui(self.app, self._loaded, path, *load(self.session, path, limit))
 
     @work(thread=True, exclusive=True, group="inventory", exit_on_error=False)
     def _reach(self, path: Path, limit: str | None) -> None:
-        loaded = load(path, limit)
-        to_ui(self.app, self._loaded, path, loaded)
-        if isinstance(loaded, Loaded):
+        loaded, failures = load(self.session, path, limit)
+        to_ui(self.app, self._loaded, path, loaded, failures)
+        if loaded is not None and not failures:
             to_ui(self.app, self._reached, loaded, reach(self.session.home, path, limit))
 
-    def _loaded(self, path: Path, loaded: Loaded | list[str]) -> None:
+    def _loaded(self, path: Path, loaded: Loaded | None, failures: list[str]) -> None:
         table = self.query_one("#hosts", DataTable)
         table.clear()
         result = self.query_one("#result", ResultLine)
         self.reached = {}
-        if not isinstance(loaded, Loaded):
+        if loaded is None:
             self.loaded = None
-            result.fail(loaded)
+            result.fail(failures)
             self.query_one("#vars", Static).update("")
             self.query_one("#counts", Label).update("")
             return
@@ -159,10 +209,13 @@ class InventoryScreen(VigilScreen):
         groups = " ".join(f"{g}:{len(inv.groups.get(g, []))}" for g in KNOWN_GROUPS)
         self.query_one("#counts", Label).update(groups)
         note = f"; limit selects {len(inv.selected)}" if len(inv.selected) != len(inv.hosts) else ""
-        result.ok(f"OK: {inv.path}: {len(inv.hosts)} hosts, every one placed and addressed{note}")
-        common = loaded.hostvars.common
-        lines = ["variables every host shares (read-only here; edit group_vars/all.yml):"]
-        lines += [f"  {k} = {v}" for k, v in common.items()] or ["  (none)"]
+        if failures:
+            result.fail(failures)
+        else:
+            result.ok(f"OK: {inv.path}: {len(inv.hosts)} hosts, every one placed and addressed{note}")
+        lines = loaded.check.lines()[len(inv.groups) :]  # the argument specs' verdict and refusals
+        lines.append("variables every host shares (ctrl+g edits group_vars/all.yml):")
+        lines += [f"  {k} = {v}" for k, v in loaded.hostvars.common.items()] or ["  (none)"]
         self.query_one("#vars", Static).update("\n".join(lines))
 
     def _fill(self) -> None:

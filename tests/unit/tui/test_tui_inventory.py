@@ -11,7 +11,7 @@ import pytest
 import yaml
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input
-from tui_helpers import Signed, cli_fail_line, drive, settle
+from tui_helpers import Signed, audit_lines, cli_fail_line, drive, settle
 
 from vigil.tui import VigilApp
 from vigil.tui.widgets import ResultLine
@@ -73,12 +73,20 @@ def test_check_shows_hosts_by_group_and_shared_variables(tmp_path: Path) -> None
     ]
     assert seen["counts"] == "monitoring:1 slurm_controller:0 gpu_nodes:1"
     shared = seen["vars"].splitlines()
-    assert shared[0].startswith("variables every host shares (read-only here")
+    # no bundle imported: the roles' argument specs cannot be read, and the screen says so
+    assert shared[0].startswith("roles' argument specs: not checked (no bundle imported")
+    assert shared[1].startswith("variables every host shares (ctrl+g edits group_vars/all.yml)")
     assert "  node_exporter_port = 9100" in shared and "  common_require_time_sync = false" in shared
     # a group's or a host's own variable is not shared by every host
     assert not any("dcgm_exporter_enabled" in line or "ansible_port" in line for line in shared)
-    # checking changes nothing and is no command: nothing recorded, no host contacted (no run dir)
-    assert not (home / "audit" / "log.jsonl").exists()
+    # the check is `vigil inventory check`, recorded as the CLI records it; no host contacted
+    (record,) = audit_lines(home)
+    assert (record["action"], record["outcome"], record["object"]) == (
+        "inventory.check",
+        "ok",
+        str(inventory),
+    )
+    assert record["details"]["argv"] == ["inventory", "check", "-i", str(inventory), "--limit", "gpu_nodes"]  # type: ignore[index]
     assert not (home / "runs").exists()
 
 
@@ -127,3 +135,48 @@ def test_reachability_only_on_request(tmp_path: Path) -> None:
     assert len(seen["result"]) == 1 and seen["result"][0].startswith("FAIL: host gpu01: unreachable: ")
     # the deploy's pre-flight: its artifacts are kept under runs/, as deploy keeps them
     assert [p.name.endswith("-preflight") for p in (home / "runs").iterdir()] == [True]
+
+
+def test_shared_variables_are_edited_in_place_and_a_bad_edit_keeps_the_file(tmp_path: Path) -> None:
+    """ctrl+g opens group_vars/all.yml; text that is not a mapping is refused in the CLI's words with
+    the file untouched and the editor still open; a good edit is written and the check runs again."""
+    from textual.widgets import TextArea
+
+    inventory = make_inventory(tmp_path / "site")
+    all_yml = inventory / "group_vars" / "all.yml"
+    original = all_yml.read_text()
+    home = tmp_path / "home"
+    seen: dict[str, Any] = {}
+
+    async def scenario(app: VigilApp, pilot: Pilot[None]) -> None:
+        await pilot.press("f7")
+        await settle(app, pilot)
+        app.screen.query_one("#inventory", Input).value = str(inventory)
+        await pilot.press("ctrl+g")
+        await pilot.pause()
+        editor = app.screen
+        area = editor.query_one("#vars-text", TextArea)
+        seen["opened"] = area.text
+        area.text = "- not\n- a mapping\n"
+        await pilot.press("ctrl+s")
+        await settle(app, pilot)
+        seen["refused"] = editor.query_one("#vars-result", ResultLine).lines
+        seen["still_open"] = app.screen is editor
+        area.text = original.replace("node_exporter_port: 9100", "node_exporter_port: 9105")
+        await pilot.press("ctrl+s")
+        await settle(app, pilot)
+        await settle(app, pilot)
+        seen["closed"] = app.screen is not editor
+        seen["vars"] = str(app.screen.query_one("#vars").render())
+
+    drive(home, scenario)
+    assert seen["opened"] == original
+    assert seen["refused"] == [
+        f"FAIL: {all_yml}: must be a mapping of variable names, not a list; nothing was written"
+    ]
+    assert seen["still_open"] and seen["closed"]
+    assert all_yml.read_text() == original.replace("node_exporter_port: 9100", "node_exporter_port: 9105")
+    assert "  node_exporter_port = 9105" in seen["vars"].splitlines()
+    actions = [(r["action"], r["outcome"]) for r in audit_lines(home)]
+    assert ("inventory.edit", "failed") in actions or ("inventory.edit", "refused") in actions
+    assert actions[-2:] == [("inventory.edit", "ok"), ("inventory.check", "ok")]
