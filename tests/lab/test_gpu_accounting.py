@@ -207,11 +207,25 @@ def test_the_exporters_run_hardened_as_their_own_users(lab: Any, deployed_stack:
         assert shell.endswith("nologin")
 
 
-def test_second_deploy_changes_nothing(lab: Any, deployed_stack: Any, ran_jobs: dict[str, Any]) -> None:
-    second = deployed_stack.vigil.json("deploy", "-i", str(lab.inventory), "--json")
-    assert {h: c["changed"] for h, c in second["hosts"].items()} == {
-        "ctl01": 0,
-        "gpu01": 0,
-        "gpu02": 0,
-        "mon01": 0,
+def test_second_deploy_from_the_console_changes_nothing(
+    lab: Any, deployed_stack: Any, ran_jobs: dict[str, Any]
+) -> None:
+    """After the jobs ran, a redeploy changes nothing; it is driven from the console (`vigil tui`'s
+    Deploy screen: plan, confirm, the live grid), whose grid and result line must be the run's own
+    recap, and whose audit record must be the one `vigil deploy` leaves."""
+    from tests.lab.tui_drive import deploy_from_the_console
+
+    seen = deploy_from_the_console(deployed_stack.home, lab.inventory)
+    assert seen["result"] == [f"OK: deploy {seen['run_id']}: 4 hosts, 0 changed"], seen["result"]
+    stats = seen["stats"]  # Ansible's own recap, from the run's artifacts
+    for host in ("ctl01", "gpu01", "gpu02", "mon01"):
+        ok, changed, failed, unreachable, skipped = seen["grid"][host][:5]
+        assert (changed, failed, unreachable) == ("0", "0", "0"), (host, seen["grid"][host])
+        assert int(ok) == stats["ok"][host] and int(skipped) == stats["skipped"].get(host, 0), host
+    record = seen["record"]
+    assert (record["action"], record["outcome"]) == ("deploy", "ok")
+    assert record["details"]["front_end"] == "tui"
+    assert record["details"]["argv"] == ["deploy", "--inventory", str(lab.inventory)]
+    assert record["details"]["counts"] == {
+        h: {"ok": stats["ok"][h], "changed": 0, "failed": 0, "unreachable": 0} for h in seen["grid"]
     }
