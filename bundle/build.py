@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -80,8 +80,10 @@ def build_bundle(
     created: datetime | None = None,
     valid_days: int = DEFAULT_VALID_DAYS,
     progress: Progress | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> Path:
-    """Build ``out_dir/vigil-<version>-<arch>.bundle`` and return its path."""
+    """Build ``out_dir/vigil-<version>-<arch>.bundle`` and return its path. ``log`` hears each step
+    (``compress …``, ``sign …``)."""
     if version < 1:
         raise BundleError(f"version {version}", "bundle versions are integers from 1 up")
     if not keys:
@@ -112,6 +114,8 @@ def build_bundle(
         all_files: list[PayloadFile] = [*files, sbom]
         by_path = {f.path: f for f in all_files}
         # 2 payload
+        if log:
+            log(f"compress {len(all_files)} files into the payload (zstd)")
         payload_path = tmp / "payload.tar.zst"
         payload, written = write_payload(
             all_files, payload_path, mtime=mtime, lead=SBOM_PATH, progress=progress
@@ -163,6 +167,8 @@ def build_bundle(
         )
         manifest_bytes = manifest.to_json()
         # 4 signatures
+        if log:
+            log(f"sign the manifest with {len(keys)} key{'s' if len(keys) > 1 else ''}")
         comment = f"vigil bundle {name} version:{version} channel:{channel} created:{manifest.created}"
         signatures: dict[str, bytes] = {}
         for key in keys:

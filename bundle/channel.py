@@ -107,7 +107,7 @@ def build_channel(
             )
             if log:
                 log(f"fetch {comp.name} {comp.version} ({comp.kind})")
-            files.extend(fetch_component(comp, cache, Path(stage), progress, apt))
+            files.extend(fetch_component(comp, cache, Path(stage), progress, apt, log=log))
             kinds[comp.name] = comp.kind
         ansible = collect_ansible(project, builder_version)
         files.extend(ansible)
@@ -128,4 +128,5 @@ def build_channel(
             components=entries,
             valid_days=valid_days,
             progress=progress,
+            log=log,
         )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
@@ -93,6 +94,8 @@ def fetch_component(
     dest_dir: Path,
     progress: Progress | None = None,
     apt: AptEnv | None = None,
+    *,
+    log: Callable[[str], None] | None = None,
 ) -> list[StagedFile]:
     """Fetch, verify and stage every file of one locked component.
 
@@ -114,6 +117,9 @@ def fetch_component(
         local = _obtain(comp, art, cache, progress, apt)
         upstream_url = art.url or local_uri(comp, art)
         assert art.sha256 is not None  # noqa: S101 - narrows the type
+        if log:  # _obtain admits nothing into the cache that does not hash to the lock's sha256
+            log(f"check {comp.name} {art.filename}: sha256 {art.sha256[:12]} as locked")
+            log(f"stage {comp.name} {art.filename}")
         if comp.kind == "deb" and comp.ship == "deb":
             extracted = _stage_single(comp, art, local, out_dir, per_artifact=False)
         elif comp.kind == "deb":

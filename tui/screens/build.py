@@ -402,10 +402,17 @@ class BuildScreen(VigilScreen):
         if isinstance(event, ops.Step):
             self.query_one("#step", Label).update(event.text)
             words = event.text.split()
-            if words[:1] == ["fetch"] and len(words) > 1:
-                table.fetching(words[1])
-            elif words[:1] == ["build"]:
-                table.all("packed")
+            step, name = (words + ["", ""])[:2]
+            if step == "fetch" and name:
+                table.fetching(name)
+            elif step == "check" and name:
+                table.set_state(name, "checked")
+            elif step == "stage" and name:
+                table.set_state(name, "staged")
+            elif step == "compress":
+                table.all("compressing")
+            elif step == "sign":
+                table.all("signing")
         else:
             self.query_one("#step", Label).update(event.label)
             self.query_one("#bar", ProgressBar).update(total=event.total, progress=event.done)

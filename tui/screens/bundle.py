@@ -1,4 +1,7 @@
-"""Import (admin host): a bundle file verified with live progress, inspected, imported into the store."""
+"""Import (admin host): a bundle file verified with live progress, inspected, imported into the store.
+
+A split bundle's parts index (``NAME.parts.json``) is joined first (``vigil bundle join``: the index's
+signature, then each part's size and sha256, in order), and the joined bundle takes its place."""
 
 from __future__ import annotations
 
@@ -17,6 +20,9 @@ from vigil.installer import ops
 from vigil.tui.screens._base import VigilScreen
 from vigil.tui.session import Outcome, perform
 from vigil.tui.widgets import EventRelay, ResultLine, to_ui
+
+#: a split bundle's parts index, as `vigil bundle split` names it
+PARTS_SUFFIX = ".parts.json"
 
 
 def verified_line(path: Path, head: VerifiedHead) -> str:
@@ -83,7 +89,11 @@ class ImportScreen(VigilScreen):
     def body(self) -> ComposeResult:
         with Horizontal(classes="row"):
             yield Label("Bundle")
-            yield Input(placeholder="path to vigil-N-ARCH.bundle", id="bundle", compact=True)
+            yield Input(
+                placeholder="path to vigil-N-ARCH.bundle, or its parts index (.parts.json)",
+                id="bundle",
+                compact=True,
+            )
         with Horizontal(classes="row"):
             yield Label("Trust")
             yield Input(placeholder="trust root (empty: the installed one)", id="trust", compact=True)
@@ -148,8 +158,21 @@ class ImportScreen(VigilScreen):
         inv = self.session.invocation("bundle.inspect", ["bundle", "inspect", str(path)])
         return perform(inv, lambda inv: ops.inspect_bundle(inv, path))
 
+    def _join(self, path: Path, trust: Path | None) -> Path | None:
+        """A parts index is joined (recorded as `vigil bundle join`); the bundle to go on with, or None
+        when the join was refused (said on screen)."""
+        if not path.name.endswith(PARTS_SUFFIX):
+            return path
+        argv = ["bundle", "join", str(path), *self._trust_argv(trust)]
+        inv = self.session.invocation("bundle.join", argv, self._relay())
+        joined = perform(inv, lambda inv: ops.join_bundle(inv, path, trust))
+        to_ui(self.app, self._joined, path, joined)
+        return joined.value
+
     @work(thread=True, exclusive=True, group="bundle", exit_on_error=False)
-    def _verify(self, path: Path, trust: Path | None) -> None:
+    def _verify(self, given: Path, trust: Path | None) -> None:
+        if (path := self._join(given, trust)) is None:
+            return
         argv = ["bundle", "verify", str(path), *self._trust_argv(trust)]
         inv = self.session.invocation("bundle.verify", argv, self._relay())
         verified = perform(inv, lambda inv: ops.verify_bundle(inv, path, trust))
@@ -157,12 +180,16 @@ class ImportScreen(VigilScreen):
         to_ui(self.app, self._verified, path, verified, inspected)
 
     @work(thread=True, exclusive=True, group="bundle", exit_on_error=False)
-    def _inspect(self, path: Path) -> None:
+    def _inspect(self, given: Path) -> None:
+        if (path := self._join(given, None)) is None:
+            return
         inspected = self._run_inspect(path)
         to_ui(self.app, self._inspected, inspected, True)
 
     @work(thread=True, exclusive=True, group="bundle", exit_on_error=False)
-    def _import(self, path: Path, trust: Path | None, allow_downgrade: bool) -> None:
+    def _import(self, given: Path, trust: Path | None, allow_downgrade: bool) -> None:
+        if (path := self._join(given, trust)) is None:
+            return
         argv = ["bundle", "import", str(path), *self._trust_argv(trust)]
         argv += ["--allow-downgrade"] if allow_downgrade else []
         inv = self.session.invocation("bundle.import", argv, self._relay())
@@ -190,6 +217,16 @@ class ImportScreen(VigilScreen):
         else:
             self.query_one("#step", Label).update(event.label)
             self.query_one("#bar", ProgressBar).update(total=event.total, progress=event.done)
+
+    def _joined(self, index: Path, joined: Outcome[Path]) -> None:
+        if joined.value is None:
+            self._end()
+            self.query_one("#result", ResultLine).fail(joined.failures)
+            self._show_info(None)
+            return
+        # the joined bundle takes the index's place in the field, for the next action too
+        self.query_one("#bundle", Input).value = str(joined.value)
+        self.query_one("#result", ResultLine).info(f"joined {index.name} into {joined.value} …")
 
     def _verified(
         self, path: Path, verified: Outcome[VerifiedHead], inspected: Outcome[dict[str, Any]] | None

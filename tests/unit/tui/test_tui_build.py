@@ -97,6 +97,7 @@ def test_build_and_split_a_channel(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         seen["result"] = screen.query_one("#result", ResultLine).text
         seen["built"] = str(screen.query_one("#built").render())
         seen["after"] = table_rows(app)
+        seen["history"] = screen.query_one("#components", ComponentTable).history
         seen["events"] = screen.events_shown
         seen["passphrase_left"] = screen.query_one("#passphrase", Input).value
         seen["split_bundle"] = screen.query_one("#split-bundle", Input).value
@@ -126,7 +127,10 @@ def test_build_and_split_a_channel(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert f"bundle  {bundle}  ({bundle.stat().st_size} bytes)" in built
     assert f"signers {signer}" in built and "payload sha256 " in built
     assert [r[3] for r in seen["after"]] == ["signed", "signed"]
-    assert seen["events"] >= 3  # fetch alpha, fetch beta, build (and byte counts)
+    # each component's own stages, then the bundle's: the build's steps as they came
+    stages = ["waiting", "fetching", "checked", "staged", "compressing", "signing", "signed"]
+    assert seen["history"] == {"alpha": stages, "beta": stages}
+    assert seen["events"] >= 9  # fetch, check, stage per component, build, compress, sign
     assert seen["passphrase_left"] == ""
     assert seen["split_bundle"] == str(bundle)
     assert (

@@ -135,3 +135,60 @@ def test_no_path_and_no_trust_root_are_one_line_each(
     assert no_root.endswith(": no trust root installed; pass --trust or run `vigil trust install`")
     assert seen[1] == [no_root]
     assert missing.startswith("FAIL: ") and seen[2] == [missing]
+
+
+def _split(signed: Signed) -> Path:
+    from vigil.installer.cli import main
+
+    media = signed.tmp / "media"
+    argv = ["bundle", "split", str(signed.bundle), "--key", str(signed.key.key_path), "--size", "1K"]
+    assert main([*argv, "--out", str(media)]) == 0
+    return media / f"{signed.bundle.name}.parts.json"
+
+
+def test_a_parts_index_is_joined_then_verified_and_imported(signed: Signed) -> None:
+    index = _split(signed)
+    joined = index.parent / signed.bundle.name
+    seen: dict[str, object] = {}
+
+    async def scenario(app: VigilApp, pilot: Pilot[None]) -> None:
+        await fill(app, index, signed.trust)
+        await pilot.press("ctrl+r")
+        await settle(app, pilot)
+        seen["verified"] = result(app).text
+        seen["field"] = app.screen.query_one("#bundle", Input).value
+        await pilot.press("ctrl+g")
+        await settle(app, pilot)
+        seen["imported"] = result(app).text
+
+    drive(signed.home, scenario)
+    assert joined.is_file() and joined.read_bytes() == signed.bundle.read_bytes()
+    assert str(seen["verified"]).startswith(f"OK: {joined.name}: version 3, 3 files, ")
+    assert seen["field"] == str(joined)  # the joined bundle takes the index's place
+    assert seen["imported"] == f"OK: {joined.name}: version 3 imported into {signed.home / 'bundles' / '3'}"
+    actions = [(r["action"], r["object"]) for r in audit_lines(signed.home)]
+    assert ("bundle.join", str(index)) in actions and actions[-1] == ("bundle.import", str(joined))
+
+
+def test_an_altered_part_is_refused_in_the_cli_words_and_nothing_is_imported(
+    signed: Signed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    index = _split(signed)
+    part = sorted(index.parent.glob("*.part*"))[1]
+    data = bytearray(part.read_bytes())
+    data[10] ^= 0x01
+    part.write_bytes(bytes(data))
+    expected = cli_fail_line(capsys, "bundle", "join", str(index), "--trust", str(signed.trust))
+    seen: dict[str, object] = {}
+
+    async def scenario(app: VigilApp, pilot: Pilot[None]) -> None:
+        await fill(app, index, signed.trust)
+        await pilot.press("ctrl+g")
+        await settle(app, pilot)
+        seen["result"] = result(app).lines
+
+    drive(signed.home, scenario)
+    assert seen["result"] == [expected]
+    assert part.name in expected
+    assert not (signed.home / "bundles" / "3").exists()
+    assert not (index.parent / signed.bundle.name).exists()

@@ -1,5 +1,6 @@
 """A channel's components as its lock pins them (version, kind, licence, bytes to fetch), and the
-state of each while a build runs: waiting, fetching, fetched, packed, signed."""
+state of each while a build runs: waiting, fetching (download or cache), checked (its upstream
+sha256 as locked), staged, then for all of them compressing, signing and signed."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ LICENCE_WIDTH = 28
 STATE_STYLE = {
     "waiting": "dim",
     "fetching": "bold yellow",
-    "fetched": "green",
-    "packed": "green",
+    "checked": "yellow",
+    "staged": "green",
+    "compressing": "yellow",
+    "signing": "yellow",
     "signed": "bold green",
     "failed": "bold red",
 }
@@ -70,6 +73,8 @@ class ComponentTable(DataTable[str | Text]):
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self.rows_shown: list[ComponentRow] = []
         self.states: dict[str, str] = {}
+        #: every state each component went through in the last build, in order
+        self.history: dict[str, list[str]] = {}
         self._current: str | None = None
 
     def on_mount(self) -> None:
@@ -101,18 +106,18 @@ class ComponentTable(DataTable[str | Text]):
         if name not in self.states:
             return
         self.states[name] = state
+        self.history.setdefault(name, []).append(state)
         self.update_cell(name, "state", Text(state, style=STATE_STYLE.get(state, "")))
 
     def start(self) -> None:
         """A build begins: every component waits."""
         self._current = None
+        self.history = {}
         for name in self.states:
             self.set_state(name, "waiting")
 
     def fetching(self, name: str) -> None:
-        """The build's step ``fetch NAME …``: the one before is fetched, this one is under way."""
-        if self._current is not None:
-            self.set_state(self._current, "fetched")
+        """The build's step ``fetch NAME …``: this one is under way (the one before is staged)."""
         self._current = name
         self.set_state(name, "fetching")
         if name in self.states:
