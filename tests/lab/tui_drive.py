@@ -15,11 +15,12 @@ DEPLOY_S = 900
 def deploy_from_the_console(home: Path, inventory: Path) -> dict[str, Any]:
     """Deploy screen: inventory typed in, ctrl+r (plan), ctrl+y (confirm), then wait for the end.
     Returns the result line, the grid, the run id, Ansible's own recap and the audit record."""
-    from textual.widgets import DataTable, Input
+    from textual.widgets import Input
 
     from vigil.tui import make_app
     from vigil.tui.screens import DeployScreen
     from vigil.tui.widgets import ResultLine
+    from vigil.tui.widgets.deploy import HostGrid
 
     app = make_app(home, "lab-operator", start="deploy")
     seen: dict[str, Any] = {}
@@ -43,11 +44,8 @@ def deploy_from_the_console(home: Path, inventory: Path) -> dict[str, Any]:
                 await pilot.pause(1.0)
             await app.workers.wait_for_complete()
             await pilot.pause(0.5)
-            grid = screen.query_one("#grid", DataTable)
-            seen["grid"] = {
-                str(grid.get_row_at(i)[0]): [str(c) for c in grid.get_row_at(i)[1:]]
-                for i in range(grid.row_count)
-            }
+            grid = screen.query_one("#grid", HostGrid)
+            seen["grid"] = {key: grid.row_text(key)[1:] for key in grid.keys}
             seen["result"] = screen.query_one("#result", ResultLine).lines
             assert screen.result is not None
             seen["run_id"] = screen.result.run_id

@@ -27,7 +27,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.timer import Timer
-from textual.widgets import Button, Checkbox, DataTable, Input, Label, RichLog, Select, Static
+from textual.widgets import Button, Checkbox, Input, Label, RichLog, Select, Static
 from textual.worker import get_current_worker
 
 from vigil.basics.errors import VigilError
@@ -36,7 +36,7 @@ from vigil.installer.deploy import DeployPlan, PlaybookRun, RunResult
 from vigil.tui.screens._base import VigilScreen
 from vigil.tui.session import Outcome, perform
 from vigil.tui.widgets import EventRelay, ResultLine, to_ui
-from vigil.tui.widgets.deploy import COLUMNS, DeployBoard, HostRow
+from vigil.tui.widgets.deploy import COLUMNS, DeployBoard, HostGrid, HostRow
 
 #: how often the live view drains the run's event queue (seconds): an event waits at most this
 #: long before it is shown, however many arrive (benchmarks/tui_events.py)
@@ -51,6 +51,17 @@ LOG_MAX = 100
 TASK_WIDTH = 48
 #: the width of the grid's count columns
 COUNT_WIDTH = 5
+
+
+def grid_columns() -> list[tuple[str, str, int | None]]:
+    """(key, label, width) of the grid: the host, as wide as the longest name; counts of five
+    digits; the task at a fixed width (cut there; the status line and the log have it whole)."""
+    out: list[tuple[str, str, int | None]] = [("host", "host", None)]
+    for col in COLUMNS:
+        label = col if col != "unreachable" else "unreach"
+        out.append((col, label, TASK_WIDTH if col == "task" else max(len(label), COUNT_WIDTH)))
+    return out
+
 
 STATE_STYLE = {
     "waiting": "dim",
@@ -118,7 +129,7 @@ class DeployScreen(VigilScreen):
     DeployScreen .row Select { width: 14; }
     DeployScreen .row Input.num { width: 10; }
     DeployScreen #plan { height: auto; max-height: 3; margin: 0 1; color: $text-muted; }
-    DeployScreen #status { height: 1; margin: 0 1; text-style: bold; }
+    DeployScreen #status { height: 1; width: 1fr; margin: 0 1; text-style: bold; }
     DeployScreen #grid { height: 1fr; min-height: 4; margin: 0 1; }
     DeployScreen #log { height: 5; margin: 0 1; border-top: solid $panel; }
     """
@@ -170,18 +181,10 @@ class DeployScreen(VigilScreen):
         yield Static("", id="plan", markup=False)
         yield ResultLine(id="result")
         yield Label("", id="status")
-        yield DataTable(id="grid", cursor_type="row", zebra_stripes=True)
+        yield HostGrid(grid_columns(), id="grid")
         yield RichLog(id="log", max_lines=2000, wrap=False, markup=False)
 
     def on_mount(self) -> None:
-        grid = self.query_one("#grid", DataTable)
-        grid.add_column("host", key="host")
-        for col in COLUMNS:
-            # fixed widths: a column that fits its widest cell is measured again over every row each
-            # time a cell of it narrows (500 hosts: a stall per event); counts get five digits
-            label = col if col != "unreachable" else "unreach"
-            width = TASK_WIDTH if col == "task" else max(len(label), COUNT_WIDTH)
-            grid.add_column(label, key=col, width=width)
         self.query_one("#inventory", Input).focus()
 
     @property
@@ -445,7 +448,7 @@ class DeployScreen(VigilScreen):
     def _reset_grid(self, hosts: list[str]) -> None:
         self.board = DeployBoard(hosts)
         self._shown = {}
-        self.query_one("#grid", DataTable).clear()
+        self.query_one("#grid", HostGrid).clear()
         self.query_one("#log", RichLog).clear()
         self._render_rows(self.board.take_dirty())
 
@@ -480,19 +483,11 @@ class DeployScreen(VigilScreen):
         self.query_one("#status", Label).update(self.board.status_line(time.monotonic() - self._t0))
 
     def _render_rows(self, rows: list[HostRow]) -> None:
-        grid = self.query_one("#grid", DataTable)
+        grid = self.query_one("#grid", HostGrid)
         for row in rows:
             shown = (row.state, *row.cells())
-            before = self._shown.get(row.host)
-            if before == shown:
+            if self._shown.get(row.host) == shown:
                 continue
             self._shown[row.host] = shown
-            name = Text(row.host, style=STATE_STYLE[row.state])
-            if before is None or row.host not in grid.rows:
-                grid.add_row(name, *row.cells(), key=row.host)
-                continue
-            if before[0] != row.state:
-                grid.update_cell(row.host, "host", name)
-            for col, old, new in zip(COLUMNS, before[1:], shown[1:], strict=True):
-                if old != new:
-                    grid.update_cell(row.host, col, new)
+            # cells as Text, never markup: a task name with brackets in it is shown as it is
+            grid.set_row(row.host, [Text(row.host, style=STATE_STYLE[row.state]), *map(Text, row.cells())])

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import DataTable, Input, RichLog
+from textual.widgets import Input, RichLog
 from tui_helpers import Signed, audit_lines, cli_fail_line, drive, settle
 
 from vigil.tui import VigilApp
 from vigil.tui.screens import DeployScreen
 from vigil.tui.screens.deploy import LOG_MAX, TASK_WIDTH
 from vigil.tui.widgets import ResultLine
-from vigil.tui.widgets.deploy import DeployBoard
+from vigil.tui.widgets.deploy import DeployBoard, HostGrid
 
 
 def ev(kind: str, host: str | None = None, task: str = "", stdout: str = "", **data: Any) -> dict[str, Any]:
@@ -110,8 +110,8 @@ def test_the_live_grid_drains_the_queue_on_a_timer(signed: Signed) -> None:
         for event in RUN:
             events.put(event)
         await pilot.pause(0.3)  # a few ticks of the drain timer
-        grid = screen.query_one("#grid", DataTable)
-        seen["grid"] = {str(grid.get_row_at(i)[0]): grid.get_row_at(i)[1:] for i in range(grid.row_count)}
+        grid = screen.query_one("#grid", HostGrid)
+        seen["grid"] = {key: grid.row_text(key)[1:] for key in grid.keys}
         seen["status"] = str(screen.query_one("#status").render())
         seen["log"] = [str(line.text) for line in screen.query_one("#log", RichLog).lines]
         screen.unfollow()
@@ -148,9 +148,9 @@ def test_a_flood_is_coalesced_into_one_draw_per_tick_and_the_grid_stays_exact(si
         for event in flood:
             events.put(event)
         await pilot.pause(0.3)
-        grid = screen.query_one("#grid", DataTable)
-        seen["rows"] = {str(grid.get_row_at(i)[0]): grid.get_row_at(i)[1:] for i in range(grid.row_count)}
-        seen["task_width"] = grid.columns["task"].width
+        grid = screen.query_one("#grid", HostGrid)
+        seen["rows"] = {key: grid.row_text(key)[1:] for key in grid.keys}
+        seen["task_width"] = dict((k, w) for k, _, w in grid.columns)["task"]
         seen["log"] = [str(line.text) for line in screen.query_one("#log", RichLog).lines]
         screen.unfollow()
 

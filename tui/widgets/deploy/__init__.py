@@ -3,5 +3,6 @@
 from __future__ import annotations
 
 from vigil.tui.widgets.deploy.board import COLUMNS, DeployBoard, HostRow
+from vigil.tui.widgets.deploy.grid import HostGrid
 
-__all__ = ["COLUMNS", "DeployBoard", "HostRow"]
+__all__ = ["COLUMNS", "DeployBoard", "HostGrid", "HostRow"]
