@@ -19,8 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Open the operator's console: import (verify, inspect, import a bundle with live "
         "progress), deploy (plan, confirm, follow the run host by host, cancel), audit (browse, verify, "
         "checkpoint, export), the cluster overview (VictoriaMetrics panels, Alertmanager's firing alerts), "
-        "bundle (build a channel's signed bundle, split it), inventory (check it as deploy does, ping the "
-        "hosts) and reports (generate, list, show, verify, export). Every "
+        "bundle (build a channel's signed bundle, split it), inventory (check it as deploy does, edit the "
+        "shared variables, ping the hosts) and reports (generate, list, show, verify, export). Every "
         "action in it is the same operation as the command of the same name and leaves the same audit "
         "record, with the operator from --operator. F1 shows the keys; ctrl+p lists every action; ctrl+q "
         "quits. `vigil` without arguments opens it too, on a terminal. Works at 80x24 without a mouse.",
