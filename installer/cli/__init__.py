@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     from vigil.installer.cli import inventory as inventory_cli
     from vigil.installer.cli import keys as keys_cli
     from vigil.installer.cli import lab as lab_cli
+    from vigil.installer.cli import pki as pki_cli
     from vigil.installer.cli import report as report_cli
     from vigil.installer.cli import trust as trust_cli
     from vigil.installer.cli import tui as tui_cli
@@ -72,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         deploy_cli,
         upgrade_cli,
         lab_cli,
+        pki_cli,
         report_cli,
         audit_cli,
         demo_cli,

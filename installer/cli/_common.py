@@ -22,7 +22,13 @@ def trust_option() -> argparse.ArgumentParser:
 
 def signing_options(key_help: str = "signing key (repeat for k-of-n)") -> argparse.ArgumentParser:
     """``--key`` (repeatable) and ``--passphrase-file``: the keys an output is signed with."""
-    p = argparse.ArgumentParser(add_help=False)
+    p = argparse.ArgumentParser(add_help=False, parents=[passphrase_option()])
     p.add_argument("--key", action="append", required=True, type=Path, help=key_help)
-    p.add_argument("--passphrase-file", type=Path, help="passphrase for the keys")
+    return p
+
+
+def passphrase_option(what: str = "passphrase for the keys") -> argparse.ArgumentParser:
+    """``--passphrase-file``: the first line of the file is a key's passphrase."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--passphrase-file", type=Path, help=what)
     return p

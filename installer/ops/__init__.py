@@ -49,6 +49,16 @@ from vigil.installer.ops.keys import (
     sign_trust,
 )
 from vigil.installer.ops.lab import lab_down, lab_fault, lab_job, lab_status, lab_up
+from vigil.installer.ops.pki import (
+    PKI_CA_DAYS,
+    PKI_LEAF_DAYS,
+    PKI_RENEW_DAYS,
+    PKI_USAGES,
+    pki_init,
+    pki_issue,
+    pki_status,
+    pki_status_failure,
+)
 from vigil.installer.ops.report import (
     Generated,
     report_energy,
@@ -65,6 +75,10 @@ from vigil.installer.ops.upgrade import plan_lines as upgrade_plan_lines
 from vigil.installer.ops.upgrade import status as site_status
 
 __all__ = [
+    "PKI_CA_DAYS",
+    "PKI_LEAF_DAYS",
+    "PKI_RENEW_DAYS",
+    "PKI_USAGES",
     "Built",
     "Bytes",
     "Event",
@@ -103,6 +117,10 @@ __all__ = [
     "load_keys",
     "load_trust",
     "lock_channel",
+    "pki_init",
+    "pki_issue",
+    "pki_status",
+    "pki_status_failure",
     "plan_deploy",
     "read_shared_vars",
     "record",

@@ -30,6 +30,8 @@ JSON = {
     "lab fault",
     "audit show",
     "inventory check",
+    "pki issue",
+    "pki status",
 }
 #: subcommands that verify against a trust root; each must take --trust
 TRUST = {
