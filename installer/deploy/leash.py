@@ -35,16 +35,12 @@ import sys
 
 REAL = {real!r}
 PARENT = {parent}
-PIDFILE = {pidfile!r}
 PR_SET_PDEATHSIG = 1
 libc = ctypes.CDLL(None, use_errno=True)
 if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
     sys.exit(f"FAIL: {{REAL}}: prctl(PR_SET_PDEATHSIG): {{os.strerror(ctypes.get_errno())}}")
 if os.getppid() != PARENT:
     sys.exit(f"FAIL: {{REAL}}: vigil (pid {{PARENT}}) ended before the run began; nothing was run")
-with open(PIDFILE + ".tmp", "w") as f:  # exec keeps the pid: it is the real program's
-    f.write(str(os.getpid()))
-os.replace(PIDFILE + ".tmp", PIDFILE)
 os.execv(REAL, [REAL, *sys.argv[1:]])
 """
 
@@ -74,30 +70,6 @@ def write_leash(run_dir: Path, search_path: str, *, parent: int | None = None) -
     bin_dir.mkdir(mode=0o700, exist_ok=True)
     for name in TOOLS:
         real = real_tool(name, search_path)
-        pidfile = str(run_dir / f"{name}.pid")
-        text = _SCRIPT.format(python=python, real=real, parent=parent, pidfile=pidfile)
+        text = _SCRIPT.format(python=python, real=real, parent=parent)
         write_file_atomic(bin_dir / name, text.encode(), mode=0o700, fsync=False)
     return bin_dir
-
-
-def terminate(run_dir: Path, name: str = "ansible-playbook") -> bool:
-    """SIGTERM the program the leash of RUN_DIR started (its pid file, checked against its command
-    line, which names the run's directory); True when one was signalled.
-
-    Ansible's own SIGTERM handler passes the signal to its workers' process groups: ansible-runner's
-    cancel alone SIGKILLs the playbook's process group, and the workers, each in a session of its
-    own, were left running their task with nobody to report to."""
-    import signal
-
-    try:
-        pid = int((run_dir / f"{name}.pid").read_text().strip())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except (OSError, ValueError):
-        return False
-    if name not in cmdline or str(run_dir) not in cmdline:  # the pid was reused: not ours
-        return False
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return False
-    return True

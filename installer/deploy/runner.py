@@ -24,7 +24,7 @@ from typing import Any
 
 from vigil.basics.atomic import write_file_atomic
 from vigil.installer.deploy.artifacts import DeployError
-from vigil.installer.deploy.leash import terminate, write_leash
+from vigil.installer.deploy.leash import write_leash
 
 COUNTS = ("ok", "changed", "failed", "unreachable", "skipped")
 
@@ -249,9 +249,7 @@ class PlaybookRun:
     _on_finish: Callable[[], None] | None = field(default=None, repr=False)
 
     def cancel(self) -> None:
-        """Stop the run: Ansible is sent SIGTERM first (it passes it on to its workers), then
-        ansible-runner ends what is left and reports status ``canceled``."""
-        terminate(self.run_dir)
+        """Ask ansible-runner to stop the run; it ends the play and reports status ``canceled``."""
         self._cancel.set()
 
     @property

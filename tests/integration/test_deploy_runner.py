@@ -8,9 +8,7 @@ itself — preflight before change, events scored, recap, artifacts, exit codes,
 from __future__ import annotations
 
 import json
-import os
 import queue
-import signal
 import sys
 import textwrap
 import time
@@ -284,31 +282,6 @@ def test_a_run_can_be_cancelled(site: dict[str, Path]) -> None:
     assert list(site["marker"].iterdir()) == []  # the task after the long one never ran
     failure = ops.deploy_failure(result)
     assert failure is not None and "ansible status canceled" in str(failure)
-    # nothing of the run is left: ansible-runner's cancel alone SIGKILLed the playbook's process
-    # group and left its workers (each in a session of its own) sleeping in the task, orphaned
-    deadline = time.monotonic() + 20
-    while _processes_of(result.run_dir) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    left = _processes_of(result.run_dir)
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)
-    assert left == [], f"processes of the cancelled run still alive: {left}"
-
-
-def _processes_of(run_dir: Path) -> list[int]:
-    """Live processes whose command line names RUN_DIR (ansible-playbook and its workers)."""
-    out = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if str(run_dir) in cmd and state != "Z":
-            out.append(int(proc.name))
-    return out
 
 
 # Issue 11, finding 3: deploy ran files the manifest never listed, and checked before use instead of at use.
