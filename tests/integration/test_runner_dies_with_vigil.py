@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.procs import processes_matching
+
 pytestmark = pytest.mark.integration
 
 CHILD = """
@@ -23,21 +25,6 @@ start_playbook(runs_dir=Path(sys.argv[1]), ansible_dir=Path(sys.argv[2]), invent
                extravars={"marker": 1}, run_id="leashed")
 time.sleep(600)
 """
-
-
-def _processes(needle: str) -> list[int]:
-    out = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if needle in cmd and state != "Z":
-            out.append(int(proc.name))
-    return out
 
 
 def test_ansible_playbook_and_its_task_end_when_vigil_is_killed(tmp_path: Path) -> None:
@@ -62,21 +49,21 @@ def test_ansible_playbook_and_its_task_end_when_vigil_is_killed(tmp_path: Path) 
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(runs), str(ansible), str(inventory)])
     try:
         deadline = time.monotonic() + 90
-        while not _processes(f"/bin/sleep {seconds}"):
+        while not processes_matching(f"/bin/sleep {seconds}"):
             assert child.poll() is None, f"vigil's stand-in exited {child.returncode}"
             assert time.monotonic() < deadline, "the task never started"
             time.sleep(0.2)
-        assert _processes(str(runs / "leashed")), "no ansible-playbook working for the run"
+        assert processes_matching(str(runs / "leashed")), "no ansible-playbook working for the run"
         time.sleep(1)
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait(10)
     deadline = time.monotonic() + 20
-    while (_processes(str(runs / "leashed")) or _processes(f"/bin/sleep {seconds}")) and (
+    while (processes_matching(str(runs / "leashed")) or processes_matching(f"/bin/sleep {seconds}")) and (
         time.monotonic() < deadline
     ):
         time.sleep(0.2)
-    left = _processes(str(runs / "leashed")) + _processes(f"/bin/sleep {seconds}")
+    left = processes_matching(str(runs / "leashed")) + processes_matching(f"/bin/sleep {seconds}")
     for pid in left:  # leave nothing behind, whatever the outcome
         subprocess.run(["kill", "-9", str(pid)], check=False)
     assert left == [], f"still running 20 s after vigil was killed: {left}"
