@@ -87,7 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv and on_terminal():  # `vigil` alone, typed at a terminal: the console
         argv = ["tui"]
-    inv = Invocation(home=Path(os.environ.get("VIGIL_HOME", DEFAULT_HOME)), argv=argv, action="vigil.usage")
+    # absolute from here on: runs start programs in other working directories (a relative home broke
+    # the run's own bin/ directory at the front of PATH)
+    inv = Invocation(home=Path(os.environ.get("VIGIL_HOME", DEFAULT_HOME)).absolute(), argv=argv, action="vigil.usage")
     verbose = False
     try:
         with audited(inv):
@@ -97,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             except SystemExit as exc:  # --help: nothing happened, nothing to record
                 inv.skip_audit = True
                 return int(exc.code or 0)
-            inv.home = Path(args.home)
+            inv.home = Path(args.home).absolute()
             inv.operator = args.operator
             verbose = args.verbose
             inv.action = getattr(args, "action", args.command)

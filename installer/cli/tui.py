@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _tui(args: argparse.Namespace, inv: ops.Invocation) -> int:
-    run_app(Path(args.home), args.operator, args.screen)
+    run_app(Path(args.home).absolute(), args.operator, args.screen)
     return 0
 
 

@@ -106,6 +106,20 @@ def test_deploy_then_rerun_changes_nothing(site: dict[str, Path], capsys: pytest
     assert deploys[-1]["details"]["bundle_version"] == 3
 
 
+def test_a_relative_vigil_home_deploys(
+    site: dict[str, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`VIGIL_HOME=demo/home vigil deploy …` (the demo's own hint) once failed before any host was
+    reached: the run's bin/ at the front of PATH was relative, and ansible-runner starts the playbook
+    in another directory."""
+    monkeypatch.chdir(site["tmp"])
+    monkeypatch.setenv("VIGIL_HOME", "home")
+    rc, out = deploy(site, capsys)
+    assert rc == 0, out
+    assert Path(out["run_dir"]).is_absolute() and Path(out["run_dir"]).parent == site["home"] / "runs"
+    assert (site["marker"] / "gpu01.demo").is_file()
+
+
 def test_failed_host_fails_the_deploy_with_a_recap(
     site: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
