@@ -8,7 +8,9 @@
     check / rerun                                   goal <= 1.0
 
 Per host: the time from the play's first task on that host to its last task, read from the
-run's ansible-runner events (`$VIGIL_HOME/runs/<id>/artifacts/job_events`).
+run's ansible-runner events (`$VIGIL_HOME/runs/<id>/artifacts/job_events`); then, for the first
+deploy and the rerun, the ten most expensive tasks and the seconds per role
+(benchmarks/deploy_profile.py, which stands in for Ansible's `profile_tasks`).
 Needs root and the lab's prerequisites (scripts/system-deps.sh).
 Usage: python benchmarks/deploy.py [--workdir DIR] [--keep-lab]
 """
@@ -26,6 +28,9 @@ from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from deploy_profile import profile  # noqa: E402
 
 
 def vigil(env: dict[str, str], *args: str) -> str:
@@ -112,6 +117,12 @@ def main() -> int:
     for host in sorted(first_hosts):
         a, b = first_hosts[host], rerun_hosts.get(host, 0.0)
         print(f"{host:<8} {a:>8.1f} {b:>8.1f} {b / a if a else 0:>6.2f}")
+    for name, out in (("first deploy", first), ("rerun", rerun)):
+        p = profile(Path(out["run_dir"]))
+        print(f"\n{name}: {len(p['tasks'])} tasks, {p['host_results']} host results; the ten most expensive:")
+        for t in sorted(p["tasks"], key=lambda t: -t["seconds"])[:10]:
+            print(f"  {t['seconds']:6.2f} s  {t['role']:<18} {t['task'][:80]}")
+        print("  per role: " + ", ".join(f"{r} {s:.0f} s" for r, s in p["by_role"].items()))
     return 0
 
 

@@ -89,7 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv = ["tui"]
     # absolute from here on: runs start programs in other working directories (a relative home broke
     # the run's own bin/ directory at the front of PATH)
-    inv = Invocation(home=Path(os.environ.get("VIGIL_HOME", DEFAULT_HOME)).absolute(), argv=argv, action="vigil.usage")
+    inv = Invocation(
+        home=Path(os.environ.get("VIGIL_HOME", DEFAULT_HOME)).absolute(), argv=argv, action="vigil.usage"
+    )
     verbose = False
     try:
         with audited(inv):

@@ -76,7 +76,9 @@ PATHS_MAX = 8
 
 def changed_paths(res: dict[str, Any]) -> tuple[str, ...]:
     """The absolute paths on the host a module result names as changed: its ``dest`` or ``path``,
-    the host side of its ``--diff``, and the same in each changed item of a loop; in order, each once."""
+    the same among the arguments it was invoked with (a binary copy in check mode returns no
+    ``dest`` of its own), the host side of its ``--diff``, and the same in each changed item of a
+    loop; in order, each once."""
     found: list[str] = []
 
     def add(value: object) -> None:
@@ -86,6 +88,11 @@ def changed_paths(res: dict[str, Any]) -> tuple[str, ...]:
     def walk(r: dict[str, Any]) -> None:
         add(r.get("dest"))
         add(r.get("path"))
+        invocation = r.get("invocation")
+        args = invocation.get("module_args") if isinstance(invocation, dict) else None
+        if isinstance(args, dict):
+            add(args.get("dest"))
+            add(args.get("path"))
         diffs = r.get("diff")
         for d in diffs if isinstance(diffs, list) else [diffs]:
             # the host's side only: a copy's after_header is its source on the controller;

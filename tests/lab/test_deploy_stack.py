@@ -144,6 +144,49 @@ def test_check_on_the_unchanged_stack_reports_no_drift(lab: Any, stack: Deployed
     }
 
 
+NODE_EXPORTER_HOME = "/opt/vigil/prometheus-node-exporter"
+TEXTFILE_DIR = "/var/lib/vigil/node_exporter/textfile"
+
+
+def test_a_changed_host_is_put_back_although_unchanged_roles_skip_their_steps(
+    lab: Any, stack: DeployedStack
+) -> None:
+    """A rerun skips a role's install steps when one round trip finds everything in place
+    (roles/_common/library/vigil_install_state.py); that check must see what the steps would put back.
+    On gpu02 the node_exporter binary is swapped for a changed copy (renamed over it, as a running
+    binary is replaced); on ctl01 the textfile directory, which the root prolog writes into, is made
+    writable by everyone. `--check` names both, the run puts both back, the other hosts change nothing."""
+    binary = f"{NODE_EXPORTER_HOME}/current/bin/node_exporter"
+    want = lab.ssh("mon01", f"sha256sum {binary}").stdout.split()[0]
+    lab.ssh("gpu02", f"cp -p {binary} {binary}.new && printf x >> {binary}.new && mv {binary}.new {binary}")
+    lab.ssh("ctl01", f"chmod 0777 {TEXTFILE_DIR}")
+    check = stack.vigil.json(
+        "deploy", "-i", str(lab.inventory), "--tags", "node_exporter", "--check", "--json"
+    )
+    assert {h: c["changed"] > 0 for h, c in check["hosts"].items()} == {
+        "ctl01": True,
+        "gpu01": False,
+        "gpu02": True,
+        "mon01": False,
+    }, check
+    paths = {
+        h: {p for c in check["changes"] if c["host"] == h for p in c["paths"]} for h in ("ctl01", "gpu02")
+    }
+    assert any(p.endswith("/bin/node_exporter") for p in paths["gpu02"]), check["changes"]
+    assert TEXTFILE_DIR in paths["ctl01"], check["changes"]
+    run = stack.vigil.json("deploy", "-i", str(lab.inventory), "--tags", "node_exporter", "--json")
+    assert run["ok"] is True
+    assert {h: c["changed"] > 0 for h, c in run["hosts"].items()} == {
+        "ctl01": True,
+        "gpu01": False,
+        "gpu02": True,
+        "mon01": False,
+    }, run
+    assert lab.ssh("gpu02", f"sha256sum {binary}").stdout.split()[0] == want
+    assert lab.ssh("ctl01", f"stat -c %a {TEXTFILE_DIR}").stdout.strip() == "755"
+    assert lab.ssh("gpu02", "systemctl is-active vigil-node-exporter").stdout.strip() == "active"
+
+
 def test_no_host_has_a_route_out_of_the_lab(lab: Any, stack: DeployedStack) -> None:
     for host in lab.hosts:
         res = lab.ssh(host, "ip route get 192.0.2.1", check=False)

@@ -37,6 +37,28 @@ def test_the_paths_of_a_template_a_link_a_loop_and_a_diff() -> None:
     assert changed_paths(loop) == ("/opt/vigil/a/bin/a", "/etc/a.conf")
 
 
+def test_a_binary_copied_in_check_mode_is_named_by_its_invocation() -> None:
+    """A copy over a binary that differs, in check mode, returns no `dest` and a diff without headers;
+    the host path is in the arguments it was invoked with (its `src` is the controller's, not named)."""
+    src = "/var/lib/vigil/bundles/2/files/components/prometheus-node-exporter/bin/node_exporter"
+    dest = "/opt/vigil/prometheus-node-exporter/1.5.0-1+b6/bin/node_exporter"
+    args = {"dest": dest, "group": "root", "mode": "0755", "owner": "root", "src": src}
+    loop = {
+        "changed": True,
+        "msg": "All items completed",
+        "results": [
+            {
+                "changed": True,
+                "diff": [{"dst_binary": 1, "src_larger": 104448}],
+                "invocation": {**args, "module_args": args},
+                "item": "bin/node_exporter",
+            }
+        ],
+    }
+    assert changed_paths(loop) == (dest,)
+    assert changed_paths({"changed": True, "invocation": {"module_args": "not a mapping"}}) == ()
+
+
 def test_what_is_not_a_path_is_not_named() -> None:
     service = {"changed": True, "name": "vigil-node-exporter", "state": "started", "status": {}}
     assert changed_paths(service) == ()

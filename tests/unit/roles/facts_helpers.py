@@ -14,8 +14,9 @@ MODULE = ROLES / "common" / "library" / "vigil_deployed.py"
 RUN = {"bundle_version": 7, "bundle_channel": "debian", "manifest_sha256": "ab" * 32, "run_id": "r1"}
 
 
-def load_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("vigil_deployed_under_test", MODULE)
+def load_module(path: Path = MODULE) -> ModuleType:
+    """One of the roles' Ansible modules, loaded from its file for its functions to be tested."""
+    spec = importlib.util.spec_from_file_location(f"{path.stem}_under_test", path)
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
