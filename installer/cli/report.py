@@ -59,15 +59,22 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     usage = rsub.add_parser(
         "usage",
         help="GPU-hours, GPU energy and jobs per account and user over a period",
-        description="Per account and per user: GPU-hours, GPU energy (kWh) and jobs over a period in UTC "
-        "(a job crossing a boundary is split there). Reads the accounting recording rules where they "
-        "cover the period and the raw DCGM and slurm_job_info series where they do not. Nothing is "
+        description="Per account and per user: GPU-hours, GPU energy (kWh) and jobs over a period whose "
+        "days begin at midnight UTC, or in --timezone (a job crossing a boundary is split there). "
+        "Reads the accounting recording rules where they cover the period and the raw DCGM and "
+        "slurm_job_info series where they do not. Nothing is "
         "stored when VictoriaMetrics cannot be read or holds no GPU data for the period.",
     )
     usage.add_argument("--period", metavar="P", help="YYYY-MM, YYYY-Qn or YYYY")
     usage.add_argument("--from", dest="first", metavar="DAY", help="first day YYYY-MM-DD (with --to)")
     usage.add_argument("--to", dest="last", metavar="DAY", help="last day YYYY-MM-DD, included")
     usage.add_argument("--account", metavar="A", help="only this account")
+    usage.add_argument(
+        "--timezone",
+        metavar="ZONE",
+        default="UTC",
+        help="IANA time zone whose midnights bound the period, e.g. Europe/Berlin (default UTC)",
+    )
     usage.add_argument(
         "--allocations",
         metavar="FILE",
@@ -84,7 +91,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "values, PUE, WUE, ERF and REF, each with its legal reference, and `missing`: every mandatory "
         "field site.yaml does not give. With --strict, any missing field fails and nothing is stored.",
     )
-    energy.add_argument("--year", required=True, metavar="YYYY", help="the calendar year (UTC)")
+    energy.add_argument(
+        "--year", required=True, metavar="YYYY", help="the calendar year (UTC, or site.yaml's `timezone`)"
+    )
+    energy.add_argument(
+        "--timezone",
+        metavar="ZONE",
+        help="IANA time zone of the year's midnights (default: site.yaml's, or UTC)",
+    )
     energy.add_argument(
         "--site", required=True, type=Path, metavar="FILE", help="site.yaml (docs/reports.md)"
     )
@@ -185,6 +199,7 @@ def usage_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
             account=args.account,
             allocations=args.allocations,
             vm=args.vm,
+            timezone=args.timezone,
         )
     return _finish(gen, formats, usage_table(gen.doc))
 
@@ -203,7 +218,9 @@ def energy_table(doc: dict[str, Any]) -> list[str]:
 def energy_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
     formats = _formats(args.format)
     with showing_progress(inv, steps="... ", bars=False):
-        gen = ops.report_energy(inv, year=args.year, site=args.site, vm=args.vm, strict=args.strict)
+        gen = ops.report_energy(
+            inv, year=args.year, site=args.site, vm=args.vm, strict=args.strict, timezone=args.timezone
+        )
     return _finish(gen, formats, energy_table(gen.doc))
 
 

@@ -97,13 +97,15 @@ def resolve_vm(home: Path, given: str | None) -> str:
     return f"http://{address}:{port}"
 
 
-def _period(period: str | None, first: str | None, last: str | None, now: float | None) -> Period:
+def _period(
+    period: str | None, first: str | None, last: str | None, now: float | None, timezone: str = "UTC"
+) -> Period:
     if period and (first or last):
         raise UsageError("vigil report usage", "give --period or --from/--to, not both")
     if period:
-        p = parse_period(period)
+        p = parse_period(period, timezone)
     elif first and last:
-        p = parse_range(first, last)
+        p = parse_range(first, last, timezone)
     else:
         raise UsageError("vigil report usage", "give --period P, or both --from and --to")
     return clip_to_now(p, _now(now))
@@ -119,10 +121,12 @@ def report_usage(
     allocations: Path | None = None,
     vm: str | None = None,
     now: float | None = None,
+    timezone: str = "UTC",
 ) -> Generated:
-    """``report.usage``: GPU-hours, GPU energy and jobs per account and user over a period, signed and
-    stored. Refused, with nothing stored, when VictoriaMetrics cannot be read or has no data."""
-    p = _period(period, first, last, now)
+    """``report.usage``: GPU-hours, GPU energy and jobs per account and user over a period (its days
+    begin at midnight in ``timezone``), signed and stored. Refused, with nothing stored, when
+    VictoriaMetrics cannot be read or has no data."""
+    p = _period(period, first, last, now, timezone)
     inv.object = f"usage {p.label}"
     if account is not None and (not account or len(account) > 256 or not account.isprintable()):
         raise ReportInputError(f"--account {account!r}", "must be 1 to 256 printable characters")
@@ -146,6 +150,7 @@ def report_energy(
     vm: str | None = None,
     strict: bool = False,
     now: float | None = None,
+    timezone: str | None = None,
 ) -> Generated:
     """``report.energy``: the data centre's yearly energy report (Directive (EU) 2023/1791 Art. 12,
     Delegated Regulation (EU) 2024/1364): measured E_IT and E_DC from the site's meters, declared
@@ -153,10 +158,14 @@ def report_energy(
     ``strict``: refuse (nothing stored) when any is missing."""
     if not str(year).isdigit() or len(str(year)) != 4:
         raise ReportInputError(f"--year {year}", "give a year YYYY")
-    p = clip_to_now(year_period(year), _now(now))
-    inv.object = f"energy {p.label}"
     fields = field_list()
     parsed = load_site(site, fields)
+    if timezone is not None and parsed.timezone != "UTC" and timezone != parsed.timezone:
+        raise ReportInputError(
+            f"--timezone {timezone}", f"{site} names the time zone {parsed.timezone}; give one of them"
+        )
+    p = clip_to_now(year_period(year, timezone or parsed.timezone), _now(now))
+    inv.object = f"energy {p.label}"
     url = resolve_vm(inv.home, vm)
     client = VictoriaMetrics(url)
     inv.details.update(period=p.label, site=str(site), vm=client.url, strict=strict)

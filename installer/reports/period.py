@@ -1,17 +1,23 @@
 """Report periods: a month ``YYYY-MM``, a quarter ``YYYY-Qn``, a year ``YYYY``, or ``--from/--to`` days.
 
-Every period is a half-open interval ``[start, end)`` in UTC whose ends fall on whole hours (whole
-days, in fact), so that it is tiled exactly by the hourly recording-rule samples: the sample at
+Every period is a half-open interval ``[start, end)`` of seconds since the epoch whose ends fall on
+whole UTC hours, so that it is tiled exactly by the hourly recording-rule samples: the sample at
 ``t`` covers ``(t - 1h, t]``, and the period's samples are those at ``start + 1h … end``. A period
 that has not ended yet ends at :func:`in_progress_end` instead (the last whole minute that
 VictoriaMetrics has surely seen), and says so (``complete: false``).
+
+Months, quarters, years and days begin at midnight in the site's time zone (UTC unless one is
+named): ``2026-10`` in Europe/Berlin is ``[2026-09-30T22:00Z, 2026-10-31T23:00Z)``, 745 hours, as
+the clocks went back on the 25th. A zone whose midnight is not a whole UTC hour (Asia/Kolkata,
++05:30) is refused for the dates it would cut: the hourly series cannot be split there.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from vigil.installer.reports.errors import ReportInputError
 
@@ -25,6 +31,8 @@ _MONTH = re.compile(r"(\d{4})-(\d{2})")
 _QUARTER = re.compile(r"(\d{4})-[Qq]([1-4])")
 _YEAR = re.compile(r"(\d{4})")
 _DAY = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
+#: an IANA zone name as the tz database spells them (Europe/Berlin, America/Argentina/Buenos_Aires)
+_ZONE = re.compile(r"[A-Za-z][A-Za-z0-9_+-]{0,31}(/[A-Za-z0-9_+-]{1,32}){0,2}")
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,8 @@ class Period:
     end: int
     #: False when the period has not ended yet and ``end`` was moved back to just before now
     complete: bool = True
+    #: the IANA time zone whose midnights bound the period and its months
+    timezone: str = "UTC"
 
     @property
     def hours(self) -> int:
@@ -47,23 +57,30 @@ class Period:
         return self.start + self.hours * HOUR
 
     def to_json(self) -> dict[str, object]:
-        return {
+        doc: dict[str, object] = {
             "label": self.label,
             "start": iso(self.start),
             "end": iso(self.end),
-            "timezone": "UTC",
+            "timezone": self.timezone,
             "complete": self.complete,
         }
+        if self.timezone != "UTC":  # the same instants as the site's clocks showed them
+            zone = zone_info(self.timezone)
+            doc["start_local"] = datetime.fromtimestamp(self.start, zone).isoformat()
+            doc["end_local"] = datetime.fromtimestamp(self.end, zone).isoformat()
+        return doc
 
     def months(self) -> list[Period]:
-        """The calendar months (or parts of them) the period covers, in order."""
+        """The calendar months (or parts of them) the period covers, in order, in its time zone."""
+        zone = zone_info(self.timezone)
         out: list[Period] = []
         t = self.start
         while t < self.end:
-            d = datetime.fromtimestamp(t, UTC)
-            nxt = _first_of_month(d.year + (d.month == 12), d.month % 12 + 1)
+            d = datetime.fromtimestamp(t, zone)
+            nxt = _first_of_month(d.year + (d.month == 12), d.month % 12 + 1, self.timezone)
             end = min(nxt, self.end)
-            out.append(Period(f"{d.year:04d}-{d.month:02d}", t, end, self.complete or end < self.end))
+            label = f"{d.year:04d}-{d.month:02d}"
+            out.append(Period(label, t, end, self.complete or end < self.end, self.timezone))
             t = end
         return out
 
@@ -72,8 +89,38 @@ def iso(ts: int) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _first_of_month(year: int, month: int) -> int:
-    return int(datetime(year, month, 1, tzinfo=UTC).timestamp())
+def zone_info(name: str) -> tzinfo:
+    """The IANA time zone ``name`` from the host's tz database; an unknown one is refused."""
+    if name == "UTC":
+        return UTC
+    where = f"time zone {name!r}"
+    if not isinstance(name, str) or not _ZONE.fullmatch(name) or ".." in name:
+        raise ReportInputError(
+            where, "not a time zone name (give an IANA name such as Europe/Berlin, or UTC)"
+        )
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise ReportInputError(where, "unknown to this host's time zone database (tzdata)") from None
+
+
+def _midnight(day: date, timezone: str) -> int:
+    """Midnight at the start of ``day`` in ``timezone``, in seconds since the epoch; refused when it is
+    not a whole UTC hour (the hourly series cannot be split there)."""
+    local = datetime(day.year, day.month, day.day, tzinfo=zone_info(timezone))
+    ts = local.timestamp()
+    if ts % HOUR:
+        offset = local.strftime("%z")
+        raise ReportInputError(
+            f"time zone {timezone}",
+            f"midnight of {day.isoformat()} is at UTC{offset[:3]}:{offset[3:]}, not a whole hour from UTC; "
+            "usage is kept per UTC hour and cannot be split there (report in UTC or a whole-hour zone)",
+        )
+    return int(ts)
+
+
+def _first_of_month(year: int, month: int, timezone: str = "UTC") -> int:
+    return _midnight(date(year, month, 1), timezone)
 
 
 def _year(text: str, where: str) -> int:
@@ -83,23 +130,27 @@ def _year(text: str, where: str) -> int:
     return year
 
 
-def parse_period(text: str) -> Period:
-    """``2026-10``, ``2026-Q4`` or ``2026``; anything else is refused with the forms that are accepted."""
+def parse_period(text: str, timezone: str = "UTC") -> Period:
+    """``2026-10``, ``2026-Q4`` or ``2026``, from midnight in ``timezone``; anything else is refused
+    with the forms that are accepted."""
     where = f"--period {text}"
+    tz = timezone
     if m := _MONTH.fullmatch(text):
         year, month = _year(m[1], where), int(m[2])
         if not 1 <= month <= 12:
             raise ReportInputError(where, f"month {m[2]} is not 01-12")
-        end = _first_of_month(year + (month == 12), month % 12 + 1)
-        return Period(f"{year:04d}-{month:02d}", _first_of_month(year, month), end)
+        end = _first_of_month(year + (month == 12), month % 12 + 1, tz)
+        return Period(f"{year:04d}-{month:02d}", _first_of_month(year, month, tz), end, timezone=tz)
     if m := _QUARTER.fullmatch(text):
         year, q = _year(m[1], where), int(m[2])
         first = 3 * (q - 1) + 1
-        end = _first_of_month(year + (q == 4), (first + 2) % 12 + 1)
-        return Period(f"{year:04d}-Q{q}", _first_of_month(year, first), end)
+        end = _first_of_month(year + (q == 4), (first + 2) % 12 + 1, tz)
+        return Period(f"{year:04d}-Q{q}", _first_of_month(year, first, tz), end, timezone=tz)
     if m := _YEAR.fullmatch(text):
         year = _year(m[1], where)
-        return Period(f"{year:04d}", _first_of_month(year, 1), _first_of_month(year + 1, 1))
+        return Period(
+            f"{year:04d}", _first_of_month(year, 1, tz), _first_of_month(year + 1, 1, tz), timezone=tz
+        )
     raise ReportInputError(where, "not a period: give YYYY-MM, YYYY-Qn or YYYY (or --from/--to YYYY-MM-DD)")
 
 
@@ -114,19 +165,21 @@ def _day(text: str, where: str) -> date:
         raise ReportInputError(where, f"not a date: {exc}") from None
 
 
-def parse_range(first: str, last: str) -> Period:
-    """``--from FIRST --to LAST``: whole days, both included (``--to 2026-10-31`` ends at 11-01 00:00 UTC)."""
+def parse_range(first: str, last: str, timezone: str = "UTC") -> Period:
+    """``--from FIRST --to LAST``: whole days in ``timezone``, both included (``--to 2026-10-31`` ends
+    at 11-01 00:00 there)."""
     a = _day(first, f"--from {first}")
     b = _day(last, f"--to {last}")
     if b < a:
         raise ReportInputError(f"--to {last}", f"is before --from {first}")
-    start = int(datetime(a.year, a.month, a.day, tzinfo=UTC).timestamp())
-    end = int(datetime(b.year, b.month, b.day, tzinfo=UTC).timestamp() + timedelta(days=1).total_seconds())
-    return Period(f"{a.isoformat()}..{b.isoformat()}", start, end)
+    start = _midnight(a, timezone)
+    end = _midnight(b + timedelta(days=1), timezone)
+    return Period(f"{a.isoformat()}..{b.isoformat()}", start, end, timezone=timezone)
 
 
-def year_period(year: int | str) -> Period:
-    return parse_period(f"{int(year):04d}") if str(year).isdigit() else parse_period(str(year))
+def year_period(year: int | str, timezone: str = "UTC") -> Period:
+    text = f"{int(year):04d}" if str(year).isdigit() else str(year)
+    return parse_period(text, timezone)
 
 
 def in_progress_end(now: float) -> int:
@@ -143,7 +196,7 @@ def clip_to_now(period: Period, now: float) -> Period:
     end = in_progress_end(now)
     if end <= period.start:
         raise ReportInputError(f"period {period.label}", f"has not begun yet (it starts {iso(period.start)})")
-    return Period(period.label, period.start, end, complete=False)
+    return Period(period.label, period.start, end, complete=False, timezone=period.timezone)
 
 
 def hour_runs(hours: list[int], flags: list[str]) -> list[tuple[str, int, int]]:

@@ -33,6 +33,7 @@ import yaml
 
 from vigil.installer.reports.errors import ReportInputError
 from vigil.installer.reports.fields import FieldList, field_list
+from vigil.installer.reports.period import zone_info
 
 #: kWh per unit of a meter counter
 UNITS = {"J": 1 / 3.6e6, "mJ": 1 / 3.6e9, "Wh": 1 / 1e3, "kWh": 1.0}
@@ -74,6 +75,8 @@ class Site:
     #: declared KPI values by KPI key
     declared: dict[str, float] = field(default_factory=dict)
     meters: dict[str, list[Meter]] = field(default_factory=dict)
+    #: the IANA time zone whose midnights bound the year and its months ("UTC" when not named)
+    timezone: str = "UTC"
 
 
 def load_site(path: Path, fields: FieldList | None = None) -> Site:
@@ -110,10 +113,19 @@ def parse_site(doc: Any, path: Path, fields: FieldList) -> Site:
     site = Site(path)
     info = {f.key: f for f in fields.information}
     top_kpis = {k.site_key: k for k in fields.kpis if k.site_key}
-    known = set(info) | set(top_kpis) | {"meters", "declared"}
+    known = set(info) | set(top_kpis) | {"meters", "declared", "timezone"}
     for key in doc:
         if not isinstance(key, str) or key not in known:
             raise bad(str(key), f"unknown key (known: {', '.join(sorted(known))})")
+    if doc.get("timezone") is not None:
+        zone = doc["timezone"]
+        if not isinstance(zone, str):
+            raise bad("timezone", f"must be an IANA time zone name, not {_kind(zone)}")
+        try:
+            zone_info(zone)
+        except ReportInputError as exc:
+            raise bad("timezone", exc.reason) from None
+        site.timezone = zone
     for key, spec in info.items():
         if key not in doc or doc[key] is None:
             continue

@@ -382,6 +382,26 @@ def test_jobs_crossing_month_ends_are_split_there(mixed_vm: VM, home: Path) -> N
     assert oct_doc["accounts"][0]["gpu_hours"] == pytest.approx(13.0, rel=0.02)
 
 
+def test_a_month_in_the_sites_time_zone_ends_at_its_midnight(mixed_vm: VM, home: Path) -> None:
+    """October 2025 in Berlin: 30 Sep 22:00 UTC to 31 Oct 23:00 UTC, 745 hours (the clocks went back on
+    the 26th). Job 100 (30 Sep 23:00 - 1 Oct 01:00 UTC) is all in it, job 201 only until 23:00 UTC."""
+    doc, _ = report(home, "usage", "--period", "2025-10", "--timezone", "Europe/Berlin", "--vm", mixed_vm.url)
+    period = doc["period"]
+    assert (period["start"], period["end"], period["timezone"]) == (
+        "2025-09-30T22:00:00Z",
+        "2025-10-31T23:00:00Z",
+        "Europe/Berlin",
+    )
+    assert period["start_local"] == "2025-10-01T00:00:00+02:00"
+    assert doc["source"]["raw_hours"] + doc["source"]["recorded_hours"] == 745
+    assert_close(rows(doc), expected(ts("2025-09-30T22:00:00"), ts("2025-10-31T23:00:00")), 0.02)
+    assert rows(doc)[("chemistry", "carol")][0] == pytest.approx(2.0 + 9.0, rel=0.02)
+    res = vigil(
+        home, "report", "usage", "--period", "2025-10", "--timezone", "Asia/Kolkata", "--vm", mixed_vm.url
+    )
+    assert res.returncode != 0 and res.stderr.startswith("FAIL: time zone Asia/Kolkata: midnight of ")
+
+
 def test_regenerating_gives_identical_json_that_stock_minisign_verifies(
     mixed_vm: VM, home: Path, tmp_path: Path
 ) -> None:

@@ -107,3 +107,64 @@ def test_hour_runs_group_consecutive_hours_of_one_source() -> None:
 def test_chunks_cover_the_interval_exactly() -> None:
     assert chunks(0, 100, 30) == [(0, 30), (30, 60), (60, 90), (90, 100)]
     assert chunks(5, 5, 30) == []
+
+
+# --- time zones -----------------------------------------------------------------------------------
+
+
+def test_a_month_in_a_site_time_zone_runs_from_midnight_to_midnight_there() -> None:
+    p = parse_period("2026-10", "Europe/Berlin")
+    assert (iso(p.start), iso(p.end)) == ("2026-09-30T22:00:00Z", "2026-10-31T23:00:00Z")
+    assert p.hours == 745  # the clocks went back on 25 October
+    doc = p.to_json()
+    assert doc["timezone"] == "Europe/Berlin"
+    assert (doc["start_local"], doc["end_local"]) == (
+        "2026-10-01T00:00:00+02:00",
+        "2026-11-01T00:00:00+01:00",
+    )
+    assert parse_period("2026-03", "Europe/Berlin").hours == 743
+    assert "start_local" not in parse_period("2026-10").to_json()
+
+
+def test_months_of_a_zoned_period_are_the_zones_months() -> None:
+    months = parse_period("2026-Q1", "America/New_York").months()
+    assert [(m.label, m.hours, m.timezone) for m in months] == [
+        ("2026-01", 744, "America/New_York"),
+        ("2026-02", 672, "America/New_York"),
+        ("2026-03", 743, "America/New_York"),
+    ]
+    assert iso(months[0].start) == "2026-01-01T05:00:00Z" and iso(months[2].end) == "2026-04-01T04:00:00Z"
+
+
+def test_zoned_days_and_a_period_in_progress_keep_the_zone() -> None:
+    p = parse_range("2026-10-25", "2026-10-25", "Europe/Berlin")
+    assert p.hours == 25 and iso(p.start) == "2026-10-24T22:00:00Z"
+    now = datetime(2026, 10, 10, 12, 0, tzinfo=UTC).timestamp()
+    clipped = clip_to_now(parse_period("2026-10", "Europe/Berlin"), now)
+    assert clipped.timezone == "Europe/Berlin" and not clipped.complete
+
+
+def test_a_zone_whose_midnight_is_not_a_whole_utc_hour_is_refused() -> None:
+    with pytest.raises(ReportInputError) as err:
+        parse_period("2026-10", "Asia/Kolkata")
+    assert "midnight of" in str(err.value) and "UTC+05:30" in str(err.value)
+    assert str(err.value).startswith("time zone Asia/Kolkata: ")
+
+
+@pytest.mark.parametrize(
+    "zone",
+    [
+        "Mars/Olympus_Mons",
+        "../../etc/passwd",
+        "/etc/localtime",
+        "Europe/Berlin\n",
+        "Europe//Berlin",
+        "x" * 200,
+        "",
+    ],
+)
+def test_unknown_or_hostile_zone_names_are_refused_in_one_line(zone: str) -> None:
+    with pytest.raises(ReportInputError) as err:
+        parse_period("2026-10", zone)
+    message = str(err.value)
+    assert message.startswith("time zone ") and "\n" not in message

@@ -186,3 +186,20 @@ def test_every_field_has_a_reference_and_every_unit_is_known() -> None:
     assert {"it_energy_kwh", "total_energy_kwh"} <= {k.key for k in fields.kpis}
     assert set(fields.meters) == {"it_energy", "total_energy"}
     assert os.path.basename(__file__)  # the data file is read from the installed package, not the tree
+
+
+def test_the_site_names_its_time_zone_or_is_refused_naming_the_key(tmp_path: Path) -> None:
+    good = tmp_path / "site.yaml"
+    good.write_text("name: Test DC\ntimezone: Europe/Berlin\n")
+    assert load_site(good).timezone == "Europe/Berlin"
+    good.write_text("name: Test DC\n")
+    assert load_site(good).timezone == "UTC"
+    for value, reason in (
+        ("Mars/Base", "unknown to this host's time zone database"),
+        ("[1]", "must be an IANA"),
+    ):
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(f"name: Test DC\ntimezone: {value}\n")
+        with pytest.raises(ReportInputError) as err:
+            load_site(bad)
+        assert str(err.value).startswith(f"{bad}: timezone: ") and reason in str(err.value)
