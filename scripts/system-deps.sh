@@ -19,6 +19,10 @@ declare -A want=(
   # the Slurm job map scripts (tests/unit/jobmap): POSIX sh lint, exposition format check
   [shellcheck]=shellcheck
   [promtool]=prometheus
+  # the report PDF's tests read it with stock tools: structure, text, pages
+  [qpdf]=qpdf
+  [pdftotext]=poppler-utils
+  [pdfinfo]=poppler-utils
 )
 # file -> package (things that are not commands)
 declare -A want_files=(

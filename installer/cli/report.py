@@ -12,18 +12,16 @@ from vigil.basics.errors import UsageError
 from vigil.installer import ops
 from vigil.installer.cli._output import ok, showing_progress
 
-FORMATS = ("json", "csv")
+FORMATS = ("json", "csv", "pdf")
 
 
 def _formats(text: str) -> list[str]:
     chosen = [f.strip().lower() for f in text.split(",") if f.strip()]
     for f in chosen:
-        if f == "pdf":
-            raise UsageError("--format pdf", "the PDF rendering is not built yet; use json or csv")
         if f not in FORMATS:
             raise UsageError(f"--format {f}", f"unknown format (known: {', '.join(FORMATS)})")
     if not chosen:
-        raise UsageError("--format", "give json, csv or json,csv")
+        raise UsageError("--format", "give one or more of json, csv, pdf (e.g. json,pdf)")
     return chosen
 
 
@@ -39,8 +37,8 @@ def _vm_option(p: argparse.ArgumentParser) -> None:
         "--format",
         default="json",
         metavar="LIST",
-        help="what to print the stored path of, comma-separated: json, csv (default json; the JSON's path "
-        "is always the last line). Both are always stored; pdf is not built yet",
+        help="what to print the stored path of, comma-separated: json, csv, pdf (default json; the JSON's "
+        "path is always the last line). All three are always stored and signed",
     )
 
 
@@ -49,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "report",
         help="signed usage and energy reports for auditors",
         description="Usage (GPU-hours and GPU energy per account and user) and energy (Directive (EU) "
-        "2023/1791 Art. 12) reports, read from VictoriaMetrics, written as canonical JSON and CSV, "
+        "2023/1791 Art. 12) reports, read from VictoriaMetrics, written as canonical JSON, CSV and PDF, "
         "signed with the appliance's report key ($VIGIL_HOME/reports/key/, made on first use) in "
         "minisign's format and stored under $VIGIL_HOME/reports/ by SHA-256. See docs/reports.md.",
     )
@@ -154,6 +152,8 @@ def _finish(gen: ops.Generated, formats: list[str], table: list[str]) -> int:
     ok(f"{s.kind} report {s.label}", f"sha256 {s.sha256}, {state}, signed by key {gen.key_id}")
     if "csv" in formats:
         print(s.csv_path)
+    if "pdf" in formats:
+        print(s.pdf_path)
     print(s.json_path)  # always the last line
     return 0
 

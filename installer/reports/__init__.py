@@ -1,10 +1,12 @@
 """Usage and energy reports for auditors: read from VictoriaMetrics, canonical JSON, signed with the
 appliance's report key in minisign's format, stored content-addressed (docs/reports.md).
 
-- :mod:`.period`: report periods (month, quarter, year, days) and their exact boundaries (UTC or the site's time zone);
+- :mod:`.period`: report periods (month, quarter, year, days) and their exact boundaries (UTC or the
+  site's time zone);
 - :mod:`.usage`: GPU-hours, GPU energy and jobs per account and user (recording rules, raw series);
 - :mod:`.counters`, :mod:`.energy`, :mod:`.site`, :mod:`.fields`: the Article 12 energy report;
-- :mod:`.documents`, :mod:`.numbers`, :mod:`.render`: the JSON documents, their number form, CSV;
+- :mod:`.documents`, :mod:`.numbers`, :mod:`.render`, :mod:`.pdf`: the JSON documents, their number
+  form, CSV and PDF;
 - :mod:`.keys`, :mod:`.store`, :mod:`.verify`, :mod:`.export`: signing, the store, verification.
 
 This is a domain package: it imports vigil.basics and vigil.bundle (minisign signing) only.

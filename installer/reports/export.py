@@ -9,7 +9,7 @@ from pathlib import Path
 
 from vigil.basics.atomic import fsync_dir
 from vigil.installer.reports.errors import ReportError
-from vigil.installer.reports.store import CSV_NAME, JSON_NAME, Stored
+from vigil.installer.reports.store import CSV_NAME, JSON_NAME, PDF_NAME, Stored
 from vigil.installer.reports.verify import SIG_SUFFIX
 
 PUB_NAME = "report.pub"
@@ -25,12 +25,14 @@ Files
   report.json           the report: canonical JSON (sorted keys, no spaces, UTF-8)
   report.json.minisig   its signature
   report.csv            the same figures as CSV (a rendering of report.json), and its signature
+  report.pdf            tables and plots for reading (a rendering of report.json), and its signature
   report.pub            the report public key (compare its id, {key_id}, with the one the
                         appliance's operator gave you out of band)
 
 Verify with the stock minisign tool (no vigil needed):
   minisign -V -m report.json -x report.json.minisig -p report.pub
   minisign -V -m report.csv -x report.csv.minisig -p report.pub
+  minisign -V -m report.pdf -x report.pdf.minisig -p report.pub
 minisign prints "Signature and comment signature verified" and the trusted comment, which names
 the report's SHA-256; check it against:
   sha256sum report.json
@@ -42,7 +44,7 @@ Any change to report.json, even one character, makes verification fail.
 
 
 def export_report(stored: Stored, pub: Path, key_id: str, out: Path) -> Path:
-    """Copy the report, its CSV, both signatures, the public key and a README into the new
+    """Copy the report, its CSV and PDF, their signatures, the public key and a README into the new
     directory ``out`` (staged beside it, then renamed: it exists whole or not at all)."""
     if os.path.lexists(out):
         raise ReportError(str(out), "already exists; give a new directory")
@@ -51,7 +53,10 @@ def export_report(stored: Stored, pub: Path, key_id: str, out: Path) -> Path:
         raise ReportError(str(parent), "directory does not exist")
     stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
     try:
-        for name in (JSON_NAME, JSON_NAME + SIG_SUFFIX, CSV_NAME, CSV_NAME + SIG_SUFFIX):
+        names = [JSON_NAME, JSON_NAME + SIG_SUFFIX, CSV_NAME, CSV_NAME + SIG_SUFFIX]
+        if os.path.lexists(stored.dir / PDF_NAME):  # reports stored before the PDF rendering have none
+            names += [PDF_NAME, PDF_NAME + SIG_SUFFIX]
+        for name in names:
             src = stored.dir / name
             if os.path.islink(src):
                 raise ReportError(str(src), "is a symbolic link; refusing to follow it")

@@ -8,6 +8,7 @@
         report.json                canonical JSON (0444)
         report.json.minisig        minisign signature of report.json
         report.csv, report.csv.minisig
+        report.pdf, report.pdf.minisig  (reports stored before the PDF rendering have none)
       index.jsonl                  one line per generation, appended (O_APPEND), never rewritten
 
 A report's directory is written under ``objects/.stage-*`` and renamed into place, so it is there
@@ -34,11 +35,13 @@ from vigil.basics.atomic import fsync_dir
 from vigil.basics.canonical import canonical_json
 from vigil.installer.reports.errors import ReportError
 from vigil.installer.reports.keys import key_paths, report_key
+from vigil.installer.reports.pdf import render_pdf
 from vigil.installer.reports.render import render_csv
 from vigil.installer.reports.verify import SIG_SUFFIX, trusted_comment
 
 JSON_NAME = "report.json"
 CSV_NAME = "report.csv"
+PDF_NAME = "report.pdf"
 _HEX = re.compile(r"[0-9a-f]{64}")
 _PREFIX = re.compile(r"[0-9a-f]{6,64}")
 
@@ -63,6 +66,10 @@ class Stored:
     @property
     def csv_path(self) -> Path:
         return self.dir / CSV_NAME
+
+    @property
+    def pdf_path(self) -> Path:
+        return self.dir / PDF_NAME
 
 
 def _check_dir(path: Path, *, create: bool) -> None:
@@ -110,17 +117,19 @@ class ReportStore:
         digest = hashlib.sha256(data).hexdigest()
         kind, label = str(doc["kind"]), str(doc["period"]["label"])
         comment = trusted_comment(kind, label, digest)
-        csv = render_csv(doc)
+        # the renderings are made from the canonical JSON itself, so they are functions of it alone
+        signed = json.loads(data)
         files = {
             JSON_NAME: data,
             JSON_NAME + SIG_SUFFIX: key.sign_minisig(data, trusted_comment=comment).to_text().encode(),
-            CSV_NAME: csv,
-            CSV_NAME + SIG_SUFFIX: key.sign_minisig(
-                csv, trusted_comment=f"vigil {kind} report {label} csv of sha256:{digest}"
-            )
-            .to_text()
-            .encode(),
         }
+        for name, what, content in (
+            (CSV_NAME, "csv", render_csv(signed)),
+            (PDF_NAME, "pdf", render_pdf(signed)),
+        ):
+            files[name] = content
+            rendering = f"vigil {kind} report {label} {what} of sha256:{digest}"
+            files[name + SIG_SUFFIX] = key.sign_minisig(content, trusted_comment=rendering).to_text().encode()
         target = self.objects / digest
         new = not os.path.lexists(target)
         if new:

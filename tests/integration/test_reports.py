@@ -442,7 +442,7 @@ def test_export_then_verify_without_vigil(mixed_vm: VM, home: Path, tmp_path: Pa
     out = tmp_path / "export"
     res = vigil(home, "report", "export", path.parent.name[:10], "--out", str(out))
     assert res.returncode == 0, res.stderr
-    for name in ("report.json", "report.csv"):
+    for name in ("report.json", "report.csv", "report.pdf"):
         res = subprocess.run(
             ["minisign", "-V", "-m", name, "-x", f"{name}.minisig", "-p", "report.pub"],
             cwd=out,
@@ -452,6 +452,14 @@ def test_export_then_verify_without_vigil(mixed_vm: VM, home: Path, tmp_path: Pa
     assert (out / "report.csv").read_text().splitlines()[
         0
     ] == "period,account,user,gpu_hours,gpu_energy_kwh,jobs"
+    # the PDF as stock tools read it: sound, and with the JSON's figures
+    check = subprocess.run(["qpdf", "--check", "report.pdf"], cwd=out, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout
+    text = subprocess.run(
+        ["pdftotext", "-layout", "report.pdf", "-"], cwd=out, capture_output=True, text=True, check=True
+    ).stdout
+    physics = next(a for a in doc["accounts"] if a["account"] == "physics")
+    assert f"{physics['gpu_hours']:,.3f}" in text and doc["period"]["start"] in text
 
 
 # --- the real rules, through the real vmalert ------------------------------------------------------------
@@ -572,6 +580,15 @@ def test_energy_report_counts_meter_resets_and_names_what_is_missing(
     assert len(doc["operator"]["monthly"]) == 12
     gpu = {a["account"]: a["gpu_energy_kwh"] for a in doc["operator"]["gpu"]["gpu_energy_kwh_by_account"]}
     assert gpu["physics"] == pytest.approx(4.9, rel=0.02)
+    # the PDF beside it: the year's indicators and both monthly plots, read back by poppler
+    text = subprocess.run(
+        ["pdftotext", "-layout", str(path.parent / "report.pdf"), "-"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "Energy per month (kWh)" in text and "GPU energy per month (kWh)" in text and "2025-12" in text
+    assert f"{ind['pue']['value']:,.3f}" in text and "total_floor_area_m2" in text
     # --strict: refused, nothing more stored
     before = sorted((home / "reports" / "objects").iterdir())
     res = vigil(

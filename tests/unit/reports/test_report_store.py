@@ -254,11 +254,13 @@ def test_export_has_everything_to_verify_without_vigil(tmp_path: Path) -> None:
         "report.csv.minisig",
         "report.json",
         "report.json.minisig",
+        "report.pdf",
+        "report.pdf.minisig",
         "report.pub",
     ]
-    assert (
-        "minisign -V -m report.json -x report.json.minisig -p report.pub" in (out / "README.txt").read_text()
-    )
+    readme = (out / "README.txt").read_text()
+    assert "minisign -V -m report.json -x report.json.minisig -p report.pub" in readme
+    assert "minisign -V -m report.pdf -x report.pdf.minisig -p report.pub" in readme
     verify_file(out / "report.json", load_pub(out / "report.pub"))
     with pytest.raises(ReportError, match="already exists"):
         export_report(stored, store.public_key_path, "ID", out)

@@ -133,8 +133,8 @@ def test_bad_input_fails_before_any_query(
     assert "FAIL: --period 2025-13: month 13" in capsys.readouterr().err
     assert main(["report", "usage", "--period", "2025-10", "--vm", "file:///etc/passwd"]) == 1
     assert "FAIL: --vm file:///etc/passwd: not an http" in capsys.readouterr().err
-    assert main(["report", "usage", "--period", "2025-10", "--format", "pdf", "--vm", url]) == 1
-    assert "not built yet" in capsys.readouterr().err
+    assert main(["report", "usage", "--period", "2025-10", "--format", "docx", "--vm", url]) == 1
+    assert "FAIL: --format docx: unknown format (known: json, csv, pdf)" in capsys.readouterr().err
     assert not (home / "reports").exists()
 
 

@@ -127,7 +127,8 @@ def test_list_show_verify_export_and_an_edit(
     ]
     assert seen["export"][0].startswith(f"OK: report {stored.id}: exported to {out} (verify: minisign")
     assert sorted(p.name for p in out.iterdir()) == [
-        "README.txt", "report.csv", "report.csv.minisig", "report.json", "report.json.minisig", "report.pub",
+        "README.txt", "report.csv", "report.csv.minisig", "report.json", "report.json.minisig",
+        "report.pdf", "report.pdf.minisig", "report.pub",
     ]  # fmt: skip
     expected = cli_fail_line(capsys, "report", "verify", str(stored.json_path))
     assert seen["tampered"] == [expected] and "-fail" in seen["classes"]

@@ -1,0 +1,482 @@
+"""The PDF rendering of a report for people: tables and plots, a pure function of the signed JSON.
+
+Written here rather than by a PDF library, so that the bundle ships no new dependency and the same
+JSON gives the same bytes on any machine: PDF 1.4, the standard Helvetica fonts (every reader has
+them; nothing is embedded), uncompressed content streams (a compressor's version could change the
+bytes), no creation date and no document ID. Text outside Windows-1252 is shown as ``?``; the JSON,
+not the PDF, is the record, and every page's footer names its SHA-256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any
+
+from vigil.basics.canonical import canonical_json
+
+PAGE_W, PAGE_H = 595, 842  # A4, in points
+MARGIN = 48
+FOOTER = 28
+BODY = 8.5
+
+# Helvetica's advance widths (1/1000 em) for the printable ASCII characters, from its AFM; the
+# bold face is about 5 % wider, which is enough for fitting text into columns.
+_ASCII_WIDTHS = (
+    "278 278 355 556 556 889 667 191 333 333 389 584 278 333 278 278 556 556 556 556 556 556 556 556 "
+    "556 556 278 278 584 584 584 556 1015 667 667 722 722 667 611 778 722 278 500 667 556 833 722 "
+    "778 667 778 722 667 611 722 667 944 667 667 611 278 278 278 469 556 333 556 556 500 556 556 278 "
+    "556 556 222 222 500 222 833 556 556 556 556 333 500 278 556 500 722 500 500 500 334 260 334 584"
+)
+_WIDTHS = {chr(32 + i): int(w) for i, w in enumerate(_ASCII_WIDTHS.split())}
+#: fill colours of a chart's series, in order (RGB 0..1)
+_COLOURS = ((0.16, 0.38, 0.62), (0.85, 0.50, 0.13), (0.30, 0.60, 0.30), (0.55, 0.35, 0.65))
+
+
+def _clean(text: Any) -> str:
+    return "".join(c if c.isprintable() else "?" for c in str(text))
+
+
+def text_width(text: str, size: float, bold: bool = False) -> float:
+    width = sum(_WIDTHS.get(c, 556) for c in text) * size / 1000
+    return width * 1.05 if bold else width
+
+
+def _pdf_string(text: str) -> str:
+    out = []
+    for byte in _clean(text).encode("cp1252", errors="replace"):
+        if byte in (0x28, 0x29, 0x5C):  # ( ) \
+            out.append("\\" + chr(byte))
+        elif 32 <= byte < 127:
+            out.append(chr(byte))
+        else:
+            out.append(f"\\{byte:03o}")
+    return "(" + "".join(out) + ")"
+
+
+def _n(value: float) -> str:
+    """A coordinate: two decimals at most, no exponent, no negative zero."""
+    text = f"{value:.2f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def _fit(text: str, width: float, size: float, bold: bool = False) -> str:
+    text = _clean(text)
+    if text_width(text, size, bold) <= width:
+        return text
+    while text and text_width(text + "...", size, bold) > width:
+        text = text[:-1]
+    return text + "..."
+
+
+def number(value: Any, decimals: int = 3) -> str:
+    """A figure as people read it: thousands separated, a fixed number of decimals, ``-`` for none."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.{decimals}f}"
+    return _clean(value)
+
+
+def _percent(ratio: Any) -> str:
+    return "-" if not isinstance(ratio, (int, float)) else f"{ratio * 100:.2f} %"
+
+
+def _nice_ceiling(value: float) -> float:
+    if value <= 0:
+        return 1.0
+    exp = 10.0 ** math.floor(math.log10(value))
+    for m in (1.0, 2.0, 2.5, 5.0, 10.0):
+        if m * exp >= value:
+            return m * exp
+    return 10 * exp  # pragma: no cover - the loop always returns
+
+
+class Pdf:
+    """Pages of drawing operators, laid out top to bottom; ``to_bytes`` writes the file."""
+
+    def __init__(self, title: str) -> None:
+        self.title = title
+        self.pages: list[list[str]] = []
+        self.ops: list[str] = []
+        self.y = 0.0
+        self.new_page()
+
+    def new_page(self) -> None:
+        self.ops = []
+        self.pages.append(self.ops)
+        self.y = PAGE_H - MARGIN
+
+    def need(self, height: float) -> None:
+        if self.y - height < MARGIN + FOOTER:
+            self.new_page()
+
+    # --- drawing --------------------------------------------------------------------------------
+
+    def text(
+        self, x: float, y: float, text: str, size: float = BODY, bold: bool = False, align: str = "left"
+    ) -> None:
+        text = _clean(text)
+        if align == "right":
+            x -= text_width(text, size, bold)
+        elif align == "center":
+            x -= text_width(text, size, bold) / 2
+        font = "F2" if bold else "F1"
+        self.ops.append(f"BT /{font} {_n(size)} Tf {_n(x)} {_n(y)} Td {_pdf_string(text)} Tj ET")
+
+    def line(self, x1: float, y1: float, x2: float, y2: float, width: float = 0.5, gray: float = 0) -> None:
+        self.ops.append(f"q {_n(width)} w {_n(gray)} G {_n(x1)} {_n(y1)} m {_n(x2)} {_n(y2)} l S Q")
+
+    def rect(self, x: float, y: float, w: float, h: float, rgb: tuple[float, float, float]) -> None:
+        r, g, b = (_n(c) for c in rgb)
+        self.ops.append(f"q {r} {g} {b} rg {_n(x)} {_n(y)} {_n(w)} {_n(h)} re f Q")
+
+    # --- blocks ---------------------------------------------------------------------------------
+
+    def heading(self, text: str, size: float = 12) -> None:
+        self.need(size + 40)
+        self.y -= size + 8
+        self.text(MARGIN, self.y, text, size, bold=True)
+        self.y -= 6
+
+    def paragraph(self, text: str, size: float = BODY) -> None:
+        """Text wrapped at word boundaries to the page's width (a word wider than that is cut)."""
+        width = PAGE_W - 2 * MARGIN
+        line = ""
+        for word in _clean(text).split():
+            trial = f"{line} {word}" if line else word
+            if line and text_width(trial, size) > width:
+                self._line_of_text(line, size)
+                line = word
+            else:
+                line = trial
+        if line:
+            self._line_of_text(line, size)
+        self.y -= 3
+
+    def _line_of_text(self, text: str, size: float) -> None:
+        self.need(size + 4)
+        self.y -= size + 3
+        self.text(MARGIN, self.y, _fit(text, PAGE_W - 2 * MARGIN, size), size)
+
+    def table(
+        self,
+        columns: list[tuple[str, float, str]],
+        rows: list[tuple[bool, list[str]]],
+        size: float = 8,
+    ) -> None:
+        """``columns``: (header, share of the page's width, ``left``/``right``); ``rows``: (bold, cells).
+        The header is repeated on every page the table reaches."""
+        total = PAGE_W - 2 * MARGIN
+        widths = [share * total for _, share, _ in columns]
+        step = size + 4.5
+
+        def header() -> None:
+            self.y -= step
+            self._row([c[0] for c in columns], columns, widths, size, bold=True)
+            self.line(MARGIN, self.y - 2.5, PAGE_W - MARGIN, self.y - 2.5, 0.6)
+
+        self.need(2 * step + 4)
+        header()
+        for bold, cells in rows:
+            if self.y - step < MARGIN + FOOTER:
+                self.new_page()
+                header()
+            self.y -= step
+            self._row(cells, columns, widths, size, bold)
+        self.y -= 8
+
+    def _row(
+        self,
+        cells: list[str],
+        columns: list[tuple[str, float, str]],
+        widths: list[float],
+        size: float,
+        bold: bool,
+    ) -> None:
+        x = float(MARGIN)
+        for cell, (_, _, align), width in zip(cells, columns, widths, strict=True):
+            text = _fit(cell, width - 6, size, bold)
+            if align == "right":
+                self.text(x + width - 3, self.y, text, size, bold, align="right")
+            else:
+                self.text(x + 3, self.y, text, size, bold)
+            x += width
+
+    def bar_chart(
+        self,
+        title: str,
+        categories: list[str],
+        series: list[tuple[str, list[float]]],
+        unit: str,
+        height: float = 160,
+    ) -> None:
+        """Grouped bars, one group per category and one bar per series; a value axis from 0 to a round
+        ceiling with four grid lines, and a legend."""
+        self.need(height + 70)
+        self.y -= 14
+        self.text(MARGIN, self.y, f"{title} ({unit})", 10, bold=True)
+        top = self.y - 14
+        bottom = top - height
+        left, right = MARGIN + 56, PAGE_W - MARGIN
+        peak = max((v for _, values in series for v in values), default=0.0)
+        ceiling = _nice_ceiling(peak)
+        for i in range(5):
+            y = bottom + height * i / 4
+            self.line(left, y, right, y, 0.3, 0.8)
+            self.text(left - 6, y - 2.5, number(ceiling * i / 4, 2 if ceiling < 10 else 0), 7, align="right")
+        groups = max(len(categories), 1)
+        group_w = (right - left) / groups
+        bar_w = min(group_w * 0.8 / max(len(series), 1), 36.0)
+        for i, category in enumerate(categories):
+            x0 = left + i * group_w + (group_w - bar_w * len(series)) / 2
+            for j, (_, values) in enumerate(series):
+                value = max(values[i], 0.0)
+                if value > 0:
+                    self.rect(
+                        x0 + j * bar_w, bottom, bar_w, height * value / ceiling, _COLOURS[j % len(_COLOURS)]
+                    )
+            label = _fit(category, group_w - 2, 6.5)
+            self.text(left + (i + 0.5) * group_w, bottom - 9, label, 6.5, align="center")
+        self.line(left, bottom, right, bottom, 0.6)
+        x = float(left)
+        legend_y = bottom - 22
+        for j, (name, _) in enumerate(series):
+            self.rect(x, legend_y - 1, 7, 7, _COLOURS[j % len(_COLOURS)])
+            self.text(x + 10, legend_y, name, 7.5)
+            x += 10 + text_width(_clean(name), 7.5) + 16
+        self.y = legend_y - 12
+
+    # --- the file -------------------------------------------------------------------------------
+
+    def to_bytes(self, footer: str) -> bytes:
+        count = len(self.pages)
+        for i, ops in enumerate(self.pages, start=1):
+            self.ops = ops
+            self.line(MARGIN, MARGIN + 12, PAGE_W - MARGIN, MARGIN + 12, 0.3, 0.6)
+            self.text(MARGIN, MARGIN, _fit(footer, PAGE_W - 2 * MARGIN - 70, 7), 7)
+            self.text(PAGE_W - MARGIN, MARGIN, f"page {i} of {count}", 7, align="right")
+        objects: list[bytes] = [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids ["
+            + b" ".join(f"{6 + 2 * i} 0 R".encode() for i in range(count))
+            + f"] /Count {count} >>".encode(),
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold /Encoding /WinAnsiEncoding >>",
+            f"<< /Title {_pdf_string(self.title)} /Producer (vigil) >>".encode(),
+        ]
+        for i, ops in enumerate(self.pages):
+            content = ("\n".join(ops) + "\n").encode("ascii")
+            objects.append(
+                f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {PAGE_W} {PAGE_H}] "
+                f"/Resources << /Font << /F1 3 0 R /F2 4 0 R >> >> /Contents {7 + 2 * i} 0 R >>".encode()
+            )
+            objects.append(f"<< /Length {len(content)} >>\nstream\n".encode() + content + b"endstream")
+        out = bytearray(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
+        offsets = []
+        for number_, body in enumerate(objects, start=1):
+            offsets.append(len(out))
+            out += f"{number_} 0 obj\n".encode() + body + b"\nendobj\n"
+        xref = len(out)
+        out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+        for offset in offsets:
+            out += f"{offset:010d} 00000 n \n".encode()
+        out += (
+            f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R /Info 5 0 R >>\nstartxref\n{xref}\n%%EOF\n"
+        ).encode()
+        return bytes(out)
+
+
+# --- the two reports ------------------------------------------------------------------------------
+
+
+def _period_lines(pdf: Pdf, doc: dict[str, Any], digest: str) -> None:
+    p = doc["period"]
+    zone = p.get("timezone", "UTC")
+    when = f"Period {p['label']}: {p['start']} to {p['end']} ({zone})"
+    if "start_local" in p:
+        when += f", local time {p['start_local']} to {p['end_local']}"
+    pdf.paragraph(when + ("." if p.get("complete", True) else "; in progress, figures up to its end."))
+    pdf.paragraph(f"SHA-256 of report.json: {digest}. Generated by {doc.get('generator', 'vigil')}.")
+    pdf.paragraph(
+        "This PDF is a rendering of report.json for reading; the signed JSON is the record "
+        "(verify it with `minisign -V -m report.json -p report.pub`)."
+    )
+
+
+def usage_pdf(doc: dict[str, Any], digest: str) -> Pdf:
+    label = doc["period"]["label"]
+    pdf = Pdf(f"vigil usage report {label}")
+    pdf.heading(f"GPU usage report {label}", 16)
+    _period_lines(pdf, doc, digest)
+    src = doc.get("source", {})
+    account = (doc.get("filter") or {}).get("account")
+    pdf.paragraph(
+        f"Read from {src.get('victoriametrics', '?')}: {number(src.get('recorded_hours'))} hours from the "
+        f"accounting recording rules, {number(src.get('raw_hours'))} from the raw series, "
+        f"{number(src.get('hours_without_data'))} without GPU data."
+        + (f" Only account {account}." if account else "")
+    )
+    totals = doc.get("totals", {})
+    pdf.paragraph(
+        f"Totals: {number(totals.get('gpu_hours'))} GPU-hours, {number(totals.get('gpu_energy_kwh'))} kWh "
+        f"of GPU energy, jobs: {number(totals.get('jobs'))}."
+    )
+    alloc = "allocations" in doc
+    if alloc:
+        columns = [
+            ("Account", 0.2, "left"),
+            ("User", 0.16, "left"),
+            ("GPU-hours", 0.14, "right"),
+            ("GPU energy (kWh)", 0.16, "right"),
+            ("Jobs", 0.1, "right"),
+            ("Awarded", 0.12, "right"),
+            ("Balance", 0.12, "right"),
+        ]
+    else:
+        columns = [
+            ("Account", 0.26, "left"),
+            ("User", 0.22, "left"),
+            ("GPU-hours", 0.18, "right"),
+            ("GPU energy (kWh)", 0.2, "right"),
+            ("Jobs", 0.14, "right"),
+        ]
+    rows: list[tuple[bool, list[str]]] = []
+    for a in doc["accounts"]:
+        cells = [a["account"], "", number(a["gpu_hours"]), number(a["gpu_energy_kwh"]), number(a["jobs"])]
+        if alloc:
+            cells += [number(a.get("awarded_gpu_hours")), number(a.get("balance_gpu_hours"))]
+        rows.append((True, cells))
+        for u in a["users"]:
+            cells = ["", u["user"], number(u["gpu_hours"]), number(u["gpu_energy_kwh"]), number(u["jobs"])]
+            rows.append((False, cells + (["", ""] if alloc else [])))
+    pdf.heading("Per account and user", 11)
+    pdf.table(columns, rows)
+    largest = sorted(doc["accounts"], key=lambda a: (-a["gpu_hours"], a["account"]))[:20]
+    if largest:
+        title = "GPU-hours per account" + (" (the 20 largest)" if len(doc["accounts"]) > 20 else "")
+        series = [("GPU-hours", [float(a["gpu_hours"]) for a in largest])]
+        if alloc:
+            series.append(("awarded", [float(a.get("awarded_gpu_hours") or 0.0) for a in largest]))
+        pdf.bar_chart(title, [a["account"] for a in largest], series, "GPU-h")
+    return pdf
+
+
+def energy_pdf(doc: dict[str, Any], digest: str) -> Pdf:
+    label = doc["period"]["label"]
+    pdf = Pdf(f"vigil energy report {label}")
+    pdf.heading(f"Data centre energy report {label}", 16)
+    pdf.paragraph(str(doc.get("act", "")))
+    _period_lines(pdf, doc, digest)
+    pdf.heading("Information about the data centre", 11)
+    pdf.table(
+        [("Field", 0.28, "left"), ("Value", 0.4, "left"), ("Reference", 0.32, "left")],
+        [(False, [k, number(v["value"]), v["reference"]]) for k, v in doc["site"].items()],
+    )
+    pdf.heading("Key performance indicators", 11)
+    pdf.table(
+        [
+            ("Field", 0.3, "left"),
+            ("Value", 0.16, "right"),
+            ("Unit", 0.1, "left"),
+            ("Source", 0.12, "left"),
+            ("Reference", 0.32, "left"),
+        ],
+        [
+            (False, [k, number(v["value"]), v["unit"], v["source"], v["reference"]])
+            for k, v in doc["kpis"].items()
+        ],
+    )
+    pdf.heading("Indicators", 11)
+    rows = []
+    for key, ind in doc["indicators"].items():
+        value = number(ind.get("value"))
+        if ind.get("value") is None:
+            value = (
+                "missing " + ", ".join(ind["missing"]) if ind.get("missing") else ind.get("undefined", "-")
+            )
+        rows.append((False, [key, value, ind["unit"], ind.get("formula", ""), ind["reference"]]))
+    pdf.table(
+        [
+            ("Indicator", 0.1, "left"),
+            ("Value", 0.2, "right"),
+            ("Unit", 0.1, "left"),
+            ("Formula", 0.28, "left"),
+            ("Reference", 0.32, "left"),
+        ],
+        rows,
+    )
+    pdf.heading("Mandatory fields the site did not give", 11)
+    if doc["missing"]:
+        pdf.table(
+            [("Field", 0.4, "left"), ("Reference", 0.6, "left")],
+            [(False, [m["field"], m["reference"]]) for m in doc["missing"]],
+        )
+    else:
+        pdf.paragraph("None.")
+    meters = [(name, m) for name, ms in doc.get("meters", {}).items() for m in ms]
+    if meters:
+        pdf.heading("Meters", 11)
+        pdf.table(
+            [
+                ("Meter", 0.13, "left"),
+                ("Selector", 0.39, "left"),
+                ("Unit", 0.07, "left"),
+                ("Series", 0.08, "right"),
+                ("Resets", 0.08, "right"),
+                ("kWh", 0.15, "right"),
+                ("Coverage", 0.1, "right"),
+            ],
+            [
+                (
+                    False,
+                    [
+                        name,
+                        m["selector"],
+                        m["unit"],
+                        number(m["series"]),
+                        number(m["resets"]),
+                        number(m["kwh"]),
+                        number(m["coverage"]),
+                    ],
+                )
+                for name, m in meters
+            ],
+        )
+    operator = doc.get("operator", {})
+    monthly = operator.get("monthly", [])
+    # the site's meters together; the GPUs' energy, orders of magnitude smaller, on a scale of its own
+    keys = sorted({k for row in monthly for k in row if k not in ("month", "gpu_energy_kwh")})
+    labels = [row["month"] for row in monthly]
+    for title, chosen in (("Energy per month", keys), ("GPU energy per month", ["gpu_energy_kwh"])):
+        if monthly and chosen and any(k in row for row in monthly for k in chosen):
+            pdf.bar_chart(
+                title, labels, [(k, [float(row.get(k) or 0.0) for row in monthly]) for k in chosen], "kWh"
+            )
+    gpu = operator.get("gpu")
+    pdf.heading("GPU energy (for the operator)", 11)
+    if gpu is None:
+        pdf.paragraph(f"No GPU figures: {operator.get('gpu_note') or 'no GPU data'}.")
+    else:
+        pdf.paragraph(
+            f"GPU energy {number(gpu['gpu_energy_kwh'])} kWh; "
+            f"share of E_IT: {_percent(gpu.get('gpu_share_of_it_energy'))}."
+        )
+        pdf.table(
+            [("Account", 0.6, "left"), ("GPU energy (kWh)", 0.4, "right")],
+            [(False, [a["account"], number(a["gpu_energy_kwh"])]) for a in gpu["gpu_energy_kwh_by_account"]],
+        )
+    return pdf
+
+
+def render_pdf(doc: dict[str, Any]) -> bytes:
+    """The PDF of a report document: the same JSON gives the same bytes."""
+    data = canonical_json(doc)
+    digest = hashlib.sha256(data).hexdigest()
+    pdf = usage_pdf(doc, digest) if doc.get("kind") == "usage" else energy_pdf(doc, digest)
+    kind = "usage" if doc.get("kind") == "usage" else "energy"
+    return pdf.to_bytes(f"vigil {kind} report {doc['period']['label']} - sha256 {digest}")

@@ -1,0 +1,248 @@
+"""The PDF rendering (installer/reports/pdf.py): the same JSON gives the same bytes, stock tools read
+it (qpdf checks its structure, poppler's pdftotext reads its text), hostile names cannot break it,
+long tables run over pages with their header, and the store signs it beside the JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.unit.reports.test_report_store import MINISIGN, sample_doc
+from vigil.basics.canonical import canonical_json
+from vigil.installer.reports import ReportStore
+from vigil.installer.reports.pdf import render_pdf
+
+
+def qpdf_check(path: Path) -> None:
+    res = subprocess.run(["qpdf", "--check", str(path)], capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "No syntax or stream encoding errors found" in res.stdout
+
+
+def pdftext(path: Path) -> str:
+    res = subprocess.run(["pdftotext", "-layout", str(path), "-"], capture_output=True, text=True, check=True)
+    return res.stdout
+
+
+def pages(path: Path) -> int:
+    res = subprocess.run(["pdfinfo", str(path)], capture_output=True, text=True, check=True)
+    m = re.search(r"^Pages:\s+(\d+)$", res.stdout, re.M)
+    assert m, res.stdout
+    return int(m[1])
+
+
+def written(tmp: Path, doc: dict[str, Any], name: str = "r.pdf") -> Path:
+    path = tmp / name
+    path.write_bytes(render_pdf(doc))
+    return path
+
+
+def energy_doc() -> dict[str, Any]:
+    """An energy report shaped as documents.energy_document writes it (its figures made up)."""
+    months = [f"2025-{m:02d}" for m in range(1, 13)]
+    return {
+        "format": 1,
+        "kind": "energy",
+        "generator": "vigil test",
+        "act": "Directive (EU) 2023/1791 Art. 12; Delegated Regulation (EU) 2024/1364",
+        "period": {
+            "label": "2025",
+            "start": "2024-12-31T23:00:00Z",
+            "end": "2025-12-31T23:00:00Z",
+            "timezone": "Europe/Berlin",
+            "start_local": "2025-01-01T00:00:00+01:00",
+            "end_local": "2026-01-01T00:00:00+01:00",
+            "complete": True,
+        },
+        "source": {"victoriametrics": "http://127.0.0.1:8428"},
+        "site": {"name": {"value": "HPC Centre North", "reference": "Annex I (a)"}},
+        "kpis": {
+            "it_energy_kwh": {
+                "value": 1051200.0,
+                "unit": "kWh",
+                "source": "measured",
+                "reference": "Annex II 1 (c)",
+            },
+            "water_input_m3": {
+                "value": 5000.0,
+                "unit": "m3",
+                "source": "declared",
+                "reference": "Annex II 1 (f)",
+            },
+        },
+        "indicators": {
+            "pue": {"value": 1.3, "unit": "", "reference": "Annex II 2 (a)", "formula": "E_DC / E_IT"},
+            "wue": {
+                "value": None,
+                "missing": ["water_input_m3"],
+                "unit": "L/kWh",
+                "reference": "Annex II 2 (b)",
+                "formula": "W_IN / E_IT",
+            },
+        },
+        "missing": [{"field": "total_floor_area_m2", "reference": "Annex II 1 (a)"}],
+        "meters": {
+            "it_energy": [
+                {
+                    "selector": 'site_pdu_energy_joules_total{circuit="it"}',
+                    "unit": "J",
+                    "series": 2,
+                    "resets": 1,
+                    "kwh": 1051200.0,
+                    "coverage": 1.0,
+                }
+            ]
+        },
+        "operator": {
+            "monthly": [
+                {
+                    "month": m,
+                    "it_energy_kwh": 87600.0 + i,
+                    "total_energy_kwh": 113880.0,
+                    "gpu_energy_kwh": 10.5,
+                }
+                for i, m in enumerate(months)
+            ],
+            "gpu": {
+                "gpu_energy_kwh": 126.0,
+                "gpu_energy_kwh_by_account": [{"account": "physics", "gpu_energy_kwh": 126.0}],
+                "gpu_share_of_it_energy": 0.0001,
+                "recorded_hours": 8760,
+                "raw_hours": 0,
+                "hours_without_data": 0,
+            },
+        },
+    }
+
+
+def test_the_same_json_gives_the_same_pdf_in_another_process(tmp_path: Path) -> None:
+    doc = sample_doc()
+    data = canonical_json(doc)
+    (tmp_path / "doc.json").write_bytes(data)
+    first = render_pdf(json.loads(data))
+    assert render_pdf(doc) == first
+    code = (
+        "import json, sys; from vigil.installer.reports.pdf import render_pdf; "
+        "sys.stdout.buffer.write(render_pdf(json.loads(open(sys.argv[1], 'rb').read())))"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "12345", "TZ": "Asia/Tokyo", "LC_ALL": "C"}
+    other = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "doc.json")], capture_output=True, check=True, env=env
+    ).stdout
+    assert other == first
+    assert b"CreationDate" not in first and b"/ID" not in first
+
+
+def test_a_usage_pdf_is_valid_and_says_what_the_json_says(tmp_path: Path) -> None:
+    doc = sample_doc()
+    path = written(tmp_path, doc)
+    qpdf_check(path)
+    text = pdftext(path)
+    digest = __import__("hashlib").sha256(canonical_json(doc)).hexdigest()
+    assert "GPU usage report 2025-10" in text
+    assert f"SHA-256 of report.json: {digest}" in text
+    assert re.search(r"chemistry\s+13\.000\s+4\.550\s+2", text), text
+    assert re.search(r"alice\s+8\.000\s+2\.800\s+1", text), text
+    assert "GPU-hours per account" in text and "page 1 of 1" in text
+
+
+def test_an_energy_pdf_has_every_section_and_the_monthly_plot(tmp_path: Path) -> None:
+    path = written(tmp_path, energy_doc())
+    qpdf_check(path)
+    text = pdftext(path)
+    for wanted in (
+        "Data centre energy report 2025",
+        "local time 2025-01-01T00:00:00+01:00",
+        "Key performance indicators",
+        "1,051,200.000",
+        "missing water_input_m3",
+        "total_floor_area_m2",
+        'site_pdu_energy_joules_total{circuit="it"}',
+        "Energy per month (kWh)",
+        "GPU energy per month (kWh)",
+        "2025-12",
+        "physics",
+    ):
+        assert wanted in text, wanted
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        ("a) Tj ET BT /F1 99 Tf (x", "a) Tj ET BT /F1 99 Tf (x"),  # trying to end the string and draw
+        ("back\\slash\\", "back\\slash\\"),
+        ("line\nbreak\rand\x00nul", "line?break?and?nul"),
+        ("Ωmega-ηλ", "?mega-??"),  # outside Windows-1252
+        ("%%EOF\nendstream endobj", "%%EOF?endstream endobj"),
+        ("x" * 500, "x" * 20),  # cut to its column, with "..."
+    ],
+)
+def test_hostile_names_stay_text(tmp_path: Path, name: str, shown: str) -> None:
+    doc = sample_doc()
+    doc["accounts"][0]["account"] = name
+    path = written(tmp_path, doc)
+    qpdf_check(path)
+    assert pages(path) == 1
+    text = pdftext(path)
+    assert shown in text
+    assert "GPU usage report 2025-10" in text and "alice" in text and "page 1 of 1" in text
+    if len(name) == 500:
+        assert "x" * 100 not in text and "x..." in text
+
+
+def test_a_long_table_runs_over_pages_with_its_header(tmp_path: Path) -> None:
+    doc = sample_doc()
+    template = doc["accounts"][0]
+    doc["accounts"] = [
+        {**template, "account": f"acct{i:03d}", "users": [{**template["users"][0], "user": f"u{i:03d}"}]}
+        for i in range(150)
+    ]
+    path = written(tmp_path, doc)
+    qpdf_check(path)
+    n = pages(path)
+    assert n >= 4
+    text = pdftext(path)
+    assert text.count("GPU energy (kWh)") >= n - 1  # the header on every page the table reaches
+    assert f"page {n} of {n}" in text and "acct149" in text and "(the 20 largest)" in text
+
+
+@pytest.mark.skipif(MINISIGN is None, reason="minisign is not installed")
+def test_the_store_signs_the_pdf_and_stock_minisign_verifies_it(tmp_path: Path) -> None:
+    store = ReportStore(tmp_path / "home")
+    stored = store.add(sample_doc(), generated_at="x")
+    assert stored.pdf_path.read_bytes() == render_pdf(sample_doc())
+    res = subprocess.run(
+        [str(MINISIGN), "-V", "-m", str(stored.pdf_path), "-p", str(store.public_key_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    assert f"pdf of sha256:{stored.sha256}" in res.stdout
+    tampered = tmp_path / "tampered.pdf"
+    data = bytearray(stored.pdf_path.read_bytes())
+    data[data.index(b"13.000")] = ord("9")
+    tampered.write_bytes(bytes(data))
+    res = subprocess.run(
+        [
+            str(MINISIGN),
+            "-V",
+            "-m",
+            str(tampered),
+            "-x",
+            f"{stored.pdf_path}.minisig",
+            "-p",
+            str(store.public_key_path),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert res.returncode != 0
