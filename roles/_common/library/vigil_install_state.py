@@ -136,27 +136,40 @@ def check_directory(spec):
     return found if st is None else _attributes(path, st, spec)
 
 
-def check_artifact(spec):
-    """Opened without following a link and without blocking (a FIFO swapped in after the lstat is
-    refused by the fstat of what was opened); hashed and judged by that one open file."""
-    path = spec.get("path") or ""
+def _read_regular(path, use):
+    """``use(file)`` on the regular file at ``path``, opened without following a link and without
+    blocking (a FIFO swapped in after an lstat is refused by the fstat of what was opened); returns
+    (stat, use's result, []) or (None, None, [the difference])."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
         fd = os.open(path, flags)
     except OSError as exc:
-        return [f"{path}: {exc.strerror or exc}"]
+        return None, None, [f"{path}: {exc.strerror or exc}"]
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
-            return [f"{path}: not a regular file"]
-        digest = hashlib.sha256()
+            return None, None, [f"{path}: not a regular file"]
         try:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
+            return st, use(f), []
         except OSError as exc:
-            return [f"{path}: {exc.strerror or exc}"]
-    if digest.hexdigest() != spec.get("sha256"):
-        return [f"{path}: sha256 {digest.hexdigest()} is not the bundle's"]
+            return None, None, [f"{path}: {exc.strerror or exc}"]
+
+
+def _sha256(f):
+    digest = hashlib.sha256()
+    for block in iter(lambda: f.read(1 << 20), b""):
+        digest.update(block)
+    return digest.hexdigest()
+
+
+def check_artifact(spec):
+    """Hashed and judged by one open file (see _read_regular)."""
+    path = spec.get("path") or ""
+    st, got, found = _read_regular(path, _sha256)
+    if found:
+        return found
+    if got != spec.get("sha256"):
+        return [f"{path}: sha256 {got} is not the bundle's"]
     if spec.get("hash_only"):
         return []
     return _attributes(path, st, spec)
@@ -198,14 +211,9 @@ def check_versions(home, prefix, keep):
 
 
 def check_marker(path, want):
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except OSError as exc:
-        return [f"{path}: {exc.strerror or exc}"]
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            return [f"{path}: not a regular file"]
-        got = f.read(4096)
+    _, got, found = _read_regular(path, lambda f: f.read(4096))
+    if found:
+        return found
     return (
         []
         if got.decode("utf-8", "replace").strip() == str(want).strip()
