@@ -75,6 +75,51 @@ def test_every_scrape_target_is_up(stack: DeployedStack) -> None:
         time.sleep(3)
 
 
+def test_every_host_exports_the_expiry_of_its_certificates(lab: Any, stack: DeployedStack) -> None:
+    """node_exporter's certificate scan on each host reads what the controller issued (the audit
+    trail's TLS), VictoriaMetrics has it, vmalert watches it, and the hardened unit runs as installed."""
+    from cryptography import x509
+
+    ca_dir = stack.home / "secrets" / "audit-ca"
+    want = {}
+    for host_dir in sorted((ca_dir / "hosts").iterdir()):
+        for crt in host_dir.glob("*.crt"):
+            for name, src in ((crt.name, crt), ("ca.crt", ca_dir / "ca.crt")):
+                not_after = x509.load_pem_x509_certificate(src.read_bytes()).not_valid_after_utc
+                want[(host_dir.name, f"/etc/vigil/audit/tls/{name}")] = str(int(not_after.timestamp()))
+    assert {h for h, _ in want} == set(UNITS["vigil-node-exporter"])
+    deadline = time.monotonic() + 120
+    while True:
+        got = {
+            (s["metric"]["instance"], s["metric"]["path"]): s["value"][1]
+            for s in query('vigil_tls_certificate_not_after_seconds{index="0"}')
+        }
+        if got == want or time.monotonic() > deadline:
+            break
+        time.sleep(3)
+    assert got == want
+    assert query("vigil_tls_certificate_unreadable") == []
+    errors = {s["metric"]["instance"]: s["value"][1] for s in query("node_textfile_scrape_error")}
+    assert errors == {h: "0" for h in UNITS["vigil-node-exporter"]}
+    status, body = get(f"{VMALERT}/api/v1/rules")
+    groups = {g["name"]: g for g in json.loads(body)["data"]["groups"]}
+    alerts = {r["name"] for r in groups["vigil_certificates"]["rules"]}
+    assert alerts == {"CertificateExpiringSoon", "CertificateExpiryImminent", "CertificateUnreadable"}
+    assert not [a for a in query("ALERTS") if a["metric"]["alertname"].startswith("Certificate")]
+
+    # The timer's own run, under the unit's hardening, as it will run every hour.
+    out = "/var/lib/vigil/node_exporter/textfile/vigil_tls_certificates.prom"
+    before = int(lab.ssh("gpu01", f"stat -c %Y {out}").stdout)
+    time.sleep(1.1)
+    lab.ssh("gpu01", "systemctl start vigil-tls-expiry.service")
+    props = lab.ssh("gpu01", "systemctl show vigil-tls-expiry -p Result,ExecMainStatus").stdout.split()
+    assert sorted(props) == ["ExecMainStatus=0", "Result=success"], props
+    assert int(lab.ssh("gpu01", f"stat -c %Y {out}").stdout) > before  # read again, nothing else changed
+    for host in UNITS["vigil-node-exporter"]:
+        assert lab.ssh(host, "systemctl is-enabled vigil-tls-expiry.timer").stdout.strip() == "enabled", host
+        assert lab.ssh(host, "systemctl is-active vigil-tls-expiry.timer").stdout.strip() == "active", host
+
+
 def test_vmalert_loaded_its_rules(stack: DeployedStack) -> None:
     status, body = get(f"{VMALERT}/api/v1/rules")
     assert status == 200

@@ -56,6 +56,8 @@ TEMPLATES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "grafana.ini": ("grafana", "grafana.ini.j2", {}),
     "datasources.yaml": ("grafana", "datasources.yaml.j2", {}),
     "dashboards.yaml": ("grafana", "dashboards.yaml.j2", {}),
+    "vigil-tls-expiry.service": ("node_exporter", "vigil-tls-expiry.service.j2", {}),
+    "vigil-tls-expiry.timer": ("node_exporter", "vigil-tls-expiry.timer.j2", {}),
 }
 UNITS = {
     "victoriametrics": ("_victoriametrics_exec_start", "victoriametrics_data_dir", True),

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import configparser
 import json
+import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -53,7 +55,7 @@ def targets(scrape: dict) -> dict[str, dict[str, str]]:
 
 
 def test_all_templates_render_and_start_managed(rendered: dict[str, str]) -> None:
-    assert len(rendered) == 10
+    assert len(rendered) == 12
     for name, text in rendered.items():
         assert "Ansible managed" in text.splitlines()[1], name
         assert "{{" not in text.replace("{{ $labels", "") or name.endswith(".tmpl"), name
@@ -209,3 +211,38 @@ def test_grafana_provisioning_points_at_victoriametrics(rendered: dict[str, str]
         uids = {p["datasource"]["uid"] for p in board["panels"]}
         assert uids == {source["uid"]}, path.name
         assert board["uid"] == path.stem
+
+
+def _checker(name: str, path: Path) -> subprocess.CompletedProcess[str]:
+    """Run a `validate` checker kept in node_exporter's vars on `path`, as Ansible would."""
+    check = str(yaml.safe_load((ROLES / "node_exporter" / "vars" / "main.yml").read_text())[name])
+    command = check.replace("%s", shlex.quote(str(path)))
+    return subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, check=False)
+
+
+def test_the_certificate_scan_runs_hardened_as_root_over_the_configured_dirs(
+    rendered: dict[str, str], tmp_path: Path
+) -> None:
+    unit = rendered["vigil-tls-expiry.service"].splitlines()
+    for line in [h for h in HARDENING if h != "Restart=always"] + ["PrivateNetwork=yes", "Type=oneshot"]:
+        assert line in unit, line
+    assert "ReadWritePaths=/var/lib/vigil/node_exporter/textfile" in unit
+    assert not any(line.startswith("User=") for line in unit)  # root: it reads every host's certificates
+    assert (
+        "ExecStart=/usr/bin/python3 -I /usr/local/libexec/vigil/vigil-tls-expiry"
+        " --textfile-dir /var/lib/vigil/node_exporter/textfile"
+        " --scan=/etc/vigil/tls --scan=/etc/vigil/audit/tls"
+    ) in unit
+    timer = rendered["vigil-tls-expiry.timer"].splitlines()
+    assert "OnUnitActiveSec=1h" in timer and "WantedBy=timers.target" in timer
+    for name in ("vigil-tls-expiry.service", "vigil-tls-expiry.timer"):
+        path = tmp_path / name
+        path.write_text(rendered[name])
+        assert _checker("_node_exporter_check_unit", path).returncode == 0, name
+        path.write_text(rendered[name] + "[Unit]\nDescription=twice\n")  # a section twice
+        assert _checker("_node_exporter_check_unit", path).returncode != 0, name
+    script = ROLES / "node_exporter" / "files" / "vigil_tls_expiry.py"
+    assert _checker("_node_exporter_check_python", script).returncode == 0
+    broken = tmp_path / "broken.py"
+    broken.write_text(script.read_text()[:-200])
+    assert _checker("_node_exporter_check_python", broken).returncode != 0
