@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import queue
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from vigil.installer.deploy.runner import (
     start_playbook,
 )
 from vigil.installer.deploy.site import SiteLock
+from vigil.installer.deploy.tls import HostCertificates, host_certificates
 
 __all__ = [
     "DeployError",
@@ -107,14 +109,24 @@ def plan_deploy(
 
 
 def start_deploy(
-    plan: DeployPlan, *, home: Path, events: queue.Queue[dict[str, Any]] | None = None
+    plan: DeployPlan,
+    *,
+    home: Path,
+    events: queue.Queue[dict[str, Any]] | None = None,
+    on_certificates: Callable[[HostCertificates], None] | None = None,
 ) -> PlaybookRun:
-    """Steps 4-5, started: the run goes on in the background; ``.wait()`` gives its result."""
+    """Steps 4-5, started: the run goes on in the background; ``.wait()`` gives its result. Under the
+    site lock, each host's certificate is issued from the site CA first (deploy/tls.py);
+    ``on_certificates`` hears what was issued."""
     extravars = artifact_vars(plan.bundle)
     extravars["vigil_home"] = str(home)
     extravars["vigil_run_id"] = plan.run_id
     lock = None if plan.check else SiteLock(home, f"deploy {plan.run_id}").acquire()
     try:
+        certificates = host_certificates(home, plan.inventory, check=plan.check)
+        if on_certificates is not None:
+            on_certificates(certificates)
+        extravars.update(certificates.extravars(home))
         return start_playbook(
             runs_dir=home / "runs",
             ansible_dir=plan.ansible_dir,

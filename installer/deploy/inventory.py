@@ -25,6 +25,8 @@ class Inventory:
     groups: dict[str, list[str]] = field(default_factory=dict)
     #: the hosts the deploy's limit selects (all of them without a limit)
     selected: list[str] = field(default_factory=list)
+    #: each host's `ansible_host` (an address or a DNS name), as the play resolves it
+    addresses: dict[str, str] = field(default_factory=dict)
 
 
 def inventory_source(path: Path) -> Path:
@@ -116,11 +118,13 @@ def load_inventory(path: Path, *, limit: str | None = None) -> Inventory:
 
     # as the play resolves them: the host's own, its groups' (hosts.yml and group_vars/), host_vars/
     resolved = VariableManager(loader=manager._loader, inventory=manager)
+    addresses = {}
     for host in hosts:
         hvars = resolved.get_vars(host=manager.get_host(host), include_hostvars=False)
         for var in REQUIRED_HOST_VARS:
             if not hvars.get(var):
                 raise DeployError(str(path), f"host '{host}' lacks required variable {var}")
+        addresses[host] = str(hvars["ansible_host"])
     selected = hosts
     if limit is not None:
         manager.subset(limit)
@@ -132,6 +136,7 @@ def load_inventory(path: Path, *, limit: str | None = None) -> Inventory:
         hosts=hosts,
         groups={k: v for k, v in groups.items() if k in KNOWN_GROUPS},
         selected=selected,
+        addresses=addresses,
     )
 
 

@@ -10,6 +10,7 @@ from vigil.installer.deploy import DeployError, DeployPlan, PlaybookRun, RunResu
 from vigil.installer.deploy import plan_deploy as _plan
 from vigil.installer.deploy import start_deploy as _start
 from vigil.installer.deploy.site import append_history
+from vigil.installer.deploy.tls import HostCertificates
 from vigil.installer.ops._invocation import Invocation
 from vigil.installer.ops.keys import trust_for_bundle
 
@@ -57,7 +58,11 @@ def start_deploy(
 ) -> PlaybookRun:
     """``deploy``, steps 4-5, started in the background. A front end that shows the run passes a queue
     and drains it on a timer; ``run.cancel()`` stops it."""
-    return _start(plan, home=inv.home, events=events)
+
+    def certificates(made: HostCertificates) -> None:
+        inv.details.update(tls={"ca_made": made.ca_made, "issued": made.issued, "hosts": len(made.hosts)})
+
+    return _start(plan, home=inv.home, events=events, on_certificates=certificates)
 
 
 def finish_deploy(inv: Invocation, run: PlaybookRun) -> RunResult:

@@ -251,6 +251,11 @@ def load_ca(
 # --- certificates ----------------------------------------------------------------------------------
 
 
+def is_dns_name(name: str) -> bool:
+    """Whether NAME may be a certificate's DNS name."""
+    return bool(_DNS_RE.fullmatch(name))
+
+
 def _check_request(name: str, usage: str, dns: list[str], ips: list[str]) -> tuple[list[str], list[str]]:
     if not _NAME_RE.fullmatch(name):
         raise PkiError(

@@ -76,18 +76,23 @@ def test_every_scrape_target_is_up(stack: DeployedStack) -> None:
 
 
 def test_every_host_exports_the_expiry_of_its_certificates(lab: Any, stack: DeployedStack) -> None:
-    """node_exporter's certificate scan on each host reads what the controller issued (the audit
-    trail's TLS), VictoriaMetrics has it, vmalert watches it, and the hardened unit runs as installed."""
+    """node_exporter's certificate scan on each host reads what the controller issued (the site CA's
+    certificate for the host, the audit trail's TLS), VictoriaMetrics has it, vmalert watches it, and
+    the hardened unit runs as installed."""
     from cryptography import x509
 
-    ca_dir = stack.home / "secrets" / "audit-ca"
+    def end(src: Path) -> str:
+        return str(int(x509.load_pem_x509_certificate(src.read_bytes()).not_valid_after_utc.timestamp()))
+
+    audit_ca, site_ca = stack.home / "secrets" / "audit-ca", stack.home / "secrets" / "pki"
     want = {}
-    for host_dir in sorted((ca_dir / "hosts").iterdir()):
-        for crt in host_dir.glob("*.crt"):
-            for name, src in ((crt.name, crt), ("ca.crt", ca_dir / "ca.crt")):
-                not_after = x509.load_pem_x509_certificate(src.read_bytes()).not_valid_after_utc
-                want[(host_dir.name, f"/etc/vigil/audit/tls/{name}")] = str(int(not_after.timestamp()))
-    assert {h for h, _ in want} == set(UNITS["vigil-node-exporter"])
+    for host in UNITS["vigil-node-exporter"]:
+        for crt in (audit_ca / "hosts" / host).glob("*.crt"):
+            want[(host, f"/etc/vigil/audit/tls/{crt.name}")] = end(crt)
+        want[(host, "/etc/vigil/audit/tls/ca.crt")] = end(audit_ca / "ca.crt")
+        want[(host, "/etc/vigil/tls/server.crt")] = end(site_ca / "issued" / host / "server.crt")
+        want[(host, "/etc/vigil/tls/ca.crt")] = end(site_ca / "ca.crt")
+    assert len(want) == 4 * len(UNITS["vigil-node-exporter"])
     deadline = time.monotonic() + 120
     while True:
         got = {
@@ -118,6 +123,29 @@ def test_every_host_exports_the_expiry_of_its_certificates(lab: Any, stack: Depl
     for host in UNITS["vigil-node-exporter"]:
         assert lab.ssh(host, "systemctl is-enabled vigil-tls-expiry.timer").stdout.strip() == "enabled", host
         assert lab.ssh(host, "systemctl is-active vigil-tls-expiry.timer").stdout.strip() == "active", host
+
+
+def test_every_host_has_its_certificate_from_the_site_ca(lab: Any, stack: DeployedStack) -> None:
+    """deploy issued each host a server certificate from the site CA (its name and address) and the
+    common role put it, the CA's certificate and the key (root, 0600) into /etc/vigil/tls."""
+    import hashlib
+
+    from cryptography import x509
+
+    site_ca = stack.home / "secrets" / "pki"
+    for host in UNITS["vigil-node-exporter"]:
+        store = site_ca / "issued" / host
+        cert = x509.load_pem_x509_certificate((store / "server.crt").read_bytes())
+        alt = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        assert alt.get_values_for_type(x509.DNSName) == [host]
+        assert [str(a) for a in alt.get_values_for_type(x509.IPAddress)] == [lab.ip(host)]
+        for name, mode in (("ca.crt", "644"), ("server.crt", "644"), ("server.key", "600")):
+            src = site_ca / name if name == "ca.crt" else store / name
+            path = f"/etc/vigil/tls/{name}"
+            out = lab.ssh(host, f"stat -c '%U %G %a' {path} && sha256sum {path}")
+            owner, digest = out.stdout.splitlines()
+            assert owner == f"root root {mode}", (host, name, owner)
+            assert digest.split()[0] == hashlib.sha256(src.read_bytes()).hexdigest(), (host, name)
 
 
 def test_vmalert_loaded_its_rules(stack: DeployedStack) -> None:
@@ -244,6 +272,8 @@ def test_deploy_is_audited(stack: DeployedStack) -> None:
     deploys = [json.loads(line) for line in log if '"action":"deploy"' in line]
     assert len(deploys) >= 1 and deploys[0]["outcome"] == "ok"
     assert deploys[0]["details"]["bundle_version"] == 1
+    tls = deploys[0]["details"]["tls"]
+    assert tls["ca_made"] is True and sorted(tls["issued"]) == ["ctl01", "gpu01", "gpu02", "mon01"], tls
 
 
 def test_deleting_series_needs_the_key_the_controller_keeps(lab: Any, stack: DeployedStack) -> None:

@@ -1,0 +1,81 @@
+"""Each host's TLS server certificate from the site CA, issued by deploy before the playbook runs.
+
+For every host a deploy goes to, the site CA (``vigil pki``; made here, without a passphrase, when
+the site has none yet) issues a server certificate named after the host, with its inventory name
+as DNS name and its ``ansible_host`` as address (or as a second DNS name when it is one). A
+certificate is issued again only on the CA's own rule (missing, not the CA's, other names, within
+30 days of its end), so a rerun reissues nothing. The ``common`` role copies the CA certificate and
+the host's certificate and key to ``/etc/vigil/tls/``, where node_exporter's expiry scan reads them.
+
+A ``--check`` run issues nothing: it copies what the store already holds, so a host whose
+certificate is still to be issued shows no drift for it until the real run.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vigil.installer import pki
+from vigil.installer.deploy.inventory import Inventory
+
+
+def names_of(address: str) -> tuple[list[str], list[str]]:
+    """(DNS names, IP addresses) a host's certificate carries besides its inventory name (which the
+    CA adds as a DNS name when it is one): its ``ansible_host``, as an address or as a DNS name."""
+    try:
+        return [], [str(ipaddress.ip_address(address))]
+    except ValueError:
+        return ([address] if pki.is_dns_name(address) else []), []
+
+
+@dataclass
+class HostCertificates:
+    """What deploy did with the site CA: whether it made the CA, and each host's certificate."""
+
+    ca_made: bool = False
+    #: host -> why its certificate was (re)issued, for those that were
+    issued: dict[str, str] = field(default_factory=dict)
+    #: hosts whose certificate the store holds, to be copied to them
+    hosts: list[str] = field(default_factory=list)
+
+    def extravars(self, home: Path) -> dict[str, object]:
+        return {"vigil_pki_dir": str(pki.PkiPaths.of(home).root), "vigil_tls_hosts": sorted(self.hosts)}
+
+
+def host_certificates(home: Path, inventory: Inventory, *, check: bool) -> HostCertificates:
+    """Issue (or keep) the certificate of every selected host; with ``check``, only look."""
+    out = HostCertificates()
+    paths = pki.PkiPaths.of(home)
+    hosts = inventory.selected or inventory.hosts
+    if check:
+        if paths.ca_cert.is_file():
+            out.hosts = [h for h in hosts if (paths.issued(h) / "server.crt").is_file()]
+        return out
+    # made once, unencrypted, for a site that has none; an existing CA is checked by each issue,
+    # which needs its key only to issue
+    exists = paths.ca_cert.exists() or paths.ca_cert.is_symlink() or paths.ca_key.exists()
+    out.ca_made = False if exists else pki.init_ca(home)
+    for host in hosts:
+        dns, ips = names_of(inventory.addresses.get(host, ""))
+        try:
+            got = pki.issue(home, host, usage="server", dns=dns, ips=ips)
+        except pki.PkiError as exc:
+            if "is encrypted" not in str(exc):
+                raise
+            names = " ".join([f"--dns {d}" for d in dns] + [f"--ip {a}" for a in ips])
+            raise pki.PkiError(
+                f"{host}'s certificate",
+                f"is to be issued ({_why(home, host)}) but the site CA's key is encrypted: run "
+                f"`vigil pki issue --name {host} {names} --passphrase-file F`, then deploy again",
+            ) from None
+        if got.changed:
+            out.issued[host] = got.reason
+        out.hosts.append(host)
+    return out
+
+
+def _why(home: Path, host: str) -> str:
+    cert = pki.PkiPaths.of(home).issued(host) / "server.crt"
+    return "it is missing" if not cert.exists() else "it is due for renewal"
