@@ -193,10 +193,16 @@ class RunResult:
     status: str
     rc: int
     progress: Progress
+    #: secrets of the site found in the run's artifacts (deploy/leaks.py), one line each
+    leaks: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return self.rc == 0 and not any(s.failed or s.unreachable for s in self.progress.hosts.values())
+        return (
+            self.rc == 0
+            and not self.leaks
+            and not any(s.failed or s.unreachable for s in self.progress.hosts.values())
+        )
 
     def recap_lines(self) -> list[str]:
         return [self.progress.hosts[h].recap(h) for h in sorted(self.progress.hosts)]

@@ -9,6 +9,7 @@ from typing import Any
 from vigil.installer.deploy import DeployError, DeployPlan, PlaybookRun, RunResult
 from vigil.installer.deploy import plan_deploy as _plan
 from vigil.installer.deploy import start_deploy as _start
+from vigil.installer.deploy.leaks import find_leaks
 from vigil.installer.deploy.site import append_history
 from vigil.installer.deploy.tls import HostCertificates
 from vigil.installer.ops._invocation import Invocation
@@ -70,6 +71,9 @@ def finish_deploy(inv: Invocation, run: PlaybookRun) -> RunResult:
     host failed or was unreachable (after the front end has had the result to show: see
     :func:`deploy_failure`)."""
     result = run.wait()
+    result.leaks = [leak.line() for leak in find_leaks(inv.home, result.run_dir)]
+    if result.leaks:
+        inv.details["leaked"] = result.leaks[:20]
     inv.details.update(
         status=result.status,
         rc=result.rc,
@@ -97,6 +101,13 @@ def deploy_failure(result: RunResult) -> DeployError | None:
     """The error a finished run amounts to, or None when every host came through."""
     if result.ok:
         return None
+    if result.leaks:
+        more = f" (and {len(result.leaks) - 1} more)" if len(result.leaks) > 1 else ""
+        return DeployError(
+            f"deploy {result.run_id}",
+            f"{result.leaks[0]}{more}: a task printed a secret; the run directory is private (0700), "
+            f"remove {result.run_dir} once read and fix the task (no_log)",
+        )
     bad = sorted(h for h, s in result.progress.hosts.items() if s.failed or s.unreachable)
     return DeployError(
         f"deploy {result.run_id}",

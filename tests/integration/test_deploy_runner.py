@@ -34,6 +34,11 @@ ROLE = """
   ansible.builtin.fail:
     msg: "refusing on purpose"
   when: fail_here | default(false) | bool
+- name: Print what must never be printed
+  ansible.builtin.debug:
+    msg: "{{ lookup('ansible.builtin.file', vigil_pki_dir ~ '/issued/' ~ inventory_hostname
+                   ~ '/server.key') }}"
+  when: leak_here | default(false) | bool
 """
 
 
@@ -120,6 +125,32 @@ def test_a_relative_vigil_home_deploys(
     assert (site["marker"] / "gpu01.demo").is_file()
 
 
+def test_a_secret_printed_by_a_task_fails_the_deploy_naming_it(
+    site: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every host's key from the site CA is on the admin host; a task that prints one leaves it in the
+    run's artifacts, and the deploy must fail saying which secret and where, never the secret."""
+    hosts = site["inv"] / "hosts.yml"
+    hosts.write_text(
+        hosts.read_text().replace(
+            "gpu01: {ansible_host: 127.0.0.1}", "gpu01: {ansible_host: 127.0.0.1, leak_here: true}"
+        )
+    )
+    capsys.readouterr()
+    rc = main(["deploy", "-i", str(site["inv"]), "--ansible-dir", str(site["ansible"]), "--json"])
+    out = capsys.readouterr()
+    assert rc != 0
+    assert json.loads(out.out)["ok"] is False
+    key = site["home"] / "secrets" / "pki" / "issued" / "gpu01" / "server.key"
+    body = key.read_text().splitlines()[1]
+    assert f"the secret {key} appears in " in out.err and "a task printed a secret" in out.err, out.err
+    assert body not in out.err and body not in out.out
+    log = [json.loads(line) for line in (site["home"] / "audit" / "log.jsonl").read_text().splitlines()]
+    record = [r for r in log if r["action"] == "deploy"][-1]
+    assert record["outcome"] == "failed" and record["details"]["leaked"], record
+    assert body not in json.dumps(record)
+
+
 def test_failed_host_fails_the_deploy_with_a_recap(
     site: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -134,7 +165,7 @@ def test_failed_host_fails_the_deploy_with_a_recap(
     out = capsys.readouterr()
     assert rc == 1
     assert "gpu01 ok=1 changed=1 unreachable=0 failed=1" in out.out
-    assert "mon01 ok=1 changed=1 unreachable=0 failed=0 skipped=1" in out.out
+    assert "mon01 ok=1 changed=1 unreachable=0 failed=0 skipped=2" in out.out  # fail_here, leak_here
     assert "gpu01: Fail when asked to: refusing on purpose" in out.err
     assert out.err.strip().splitlines()[-1].startswith("FAIL: deploy ")
     assert "failed on gpu01" in out.err
