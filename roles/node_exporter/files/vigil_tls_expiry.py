@@ -217,28 +217,32 @@ def _label(value: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
+def _gauge(name: str, text: str, key: str, samples: list[tuple[str, str, object]]) -> list[str]:
+    """One gauge family: HELP, TYPE, and a sample per (path, value of the label KEY, value)."""
+    lines = [f"# HELP {name} {text}", f"# TYPE {name} gauge"]
+    return lines + [f'{name}{{path="{_label(p)}",{key}="{k}"}} {v}' for p, k, v in samples]
+
+
 def render(found: list[tuple[str, int, int, int]], bad: list[tuple[str, str]]) -> bytes:
-    lines = [
-        "# HELP vigil_tls_certificate_not_after_seconds End of a TLS certificate's validity (Unix time).",
-        "# TYPE vigil_tls_certificate_not_after_seconds gauge",
-    ]
-    lines += [
-        f'vigil_tls_certificate_not_after_seconds{{path="{_label(p)}",index="{i}"}} {after}'
-        for p, i, _, after in found
-    ]
-    lines += [
-        "# HELP vigil_tls_certificate_not_before_seconds Start of a TLS certificate's validity (Unix time).",
-        "# TYPE vigil_tls_certificate_not_before_seconds gauge",
-    ]
-    lines += [
-        f'vigil_tls_certificate_not_before_seconds{{path="{_label(p)}",index="{i}"}} {before}'
-        for p, i, before, _ in found
-    ]
-    lines += [
-        "# HELP vigil_tls_certificate_unreadable A certificate file that holds no readable certificate.",
-        "# TYPE vigil_tls_certificate_unreadable gauge",
-    ]
-    lines += [f'vigil_tls_certificate_unreadable{{path="{_label(p)}",reason="{r}"}} 1' for p, r in bad]
+    prefix = "vigil_tls_certificate_"
+    lines = _gauge(
+        prefix + "not_after_seconds",
+        "End of a TLS certificate's validity (Unix time).",
+        "index",
+        [(p, str(i), after) for p, i, _, after in found],
+    )
+    lines += _gauge(
+        prefix + "not_before_seconds",
+        "Start of a TLS certificate's validity (Unix time).",
+        "index",
+        [(p, str(i), before) for p, i, before, _ in found],
+    )
+    lines += _gauge(
+        prefix + "unreadable",
+        "A certificate file that holds no readable certificate.",
+        "reason",
+        [(p, r, 1) for p, r in bad],
+    )
     return ("\n".join(lines) + "\n").encode()
 
 
