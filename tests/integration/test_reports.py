@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -524,6 +525,125 @@ def test_the_shipped_rules_replayed_by_vmalert_give_the_same_figures(
         day = (ts("2025-10-05T00:00:00"), ts("2025-10-06T00:00:00"))
         assert_close(rows(doc), expected(*day), 0.02)
     finally:
+        vm.stop()
+
+
+def deployed_accounting_rules(dest: Path) -> Path:
+    """The accounting rule file as the vmalert role installs it (its filter, its group params)."""
+    import importlib.util
+
+    role = ROOT / "roles" / "vmalert"
+    spec = importlib.util.spec_from_file_location("vigil_rules", role / "filter_plugins" / "vigil_rules.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    params = yaml.safe_load((role / "vars" / "main.yml").read_text())["_vmalert_group_params"]
+    dest.write_text(mod.vigil_rule_file(RULES.read_text(), group_params=params))
+    return dest
+
+
+def live_lines(job: str, start: int, end: int) -> Iterator[dict[str, Any]]:
+    """Two GPUs of one job at 350 W, 10 s scrapes from ``start`` to ``end`` (which may lie a little
+    ahead: every sample a query can ask for is already stored when vmalert evaluates)."""
+    times = list(range(start, end, 10))
+    stamps = [t * 1000 for t in times]
+    for gpu in (0, 1):
+        labels = {"gpu": str(gpu), "instance": "gpu01:9400", "hpc_job": job}
+        yield {
+            "metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP", **labels},
+            "values": [68.0] * len(times),
+            "timestamps": stamps,
+        }
+        yield {
+            "metric": {"__name__": "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", **labels},
+            "values": [1e9 + (t - start) * BUSY_W * 1000 for t in times],
+            "timestamps": stamps,
+        }
+    yield {
+        "metric": {
+            "__name__": "slurm_job_info",
+            "hpc_job": job,
+            "user": "alice",
+            "account": "physics",
+            "instance": "gpu01:9400",
+        },
+        "values": [1] * len(times),
+        "timestamps": stamps,
+    }
+
+
+def test_live_vmalert_records_each_hour_over_exactly_the_hour_before_its_timestamp(
+    components: Path, vm_binary: Path, tmp_path: Path
+) -> None:
+    """The reports join recorded hours to raw series at the same instants (installer/reports/usage.py),
+    so a recorded sample at t must cover (t - 1h, t]. Evaluating live (not replaying), vmalert asks for
+    the evaluation's whole minute, but VictoriaMetrics moves a query within its latency offset (30 s)
+    of now back to now - 30 s unless the group's params say nocache=1: the sample would then end up to
+    30 s early, by how late in the minute the group runs. With the role's params it may not."""
+    vmalert = components / "victoria-metrics" / "bin" / "vmalert"
+    if not vmalert.is_file():
+        pytest.skip("this bundle's victoria-metrics has no vmalert")
+    vm = VM(vm_binary, tmp_path / "live")
+    proc = None
+    try:
+        now = int(time.time())
+        vm.load(live_lines("7001", now - 40 * 60, now + 200))
+        rules = deployed_accounting_rules(tmp_path / "vigil-accounting.yml")
+        log = tmp_path / "vmalert.log"
+        proc = subprocess.Popen(
+            [
+                str(vmalert),
+                f"-rule={rules}",
+                f"-datasource.url={vm.url}",
+                f"-remoteWrite.url={vm.url}",
+                "-remoteWrite.flushInterval=1s",
+                f"-notifier.url=http://127.0.0.1:{free_port()}",  # recording rules only: never called
+                f"-httpListenAddr=127.0.0.1:{free_port()}",
+                "-loggerLevel=ERROR",
+            ],
+            stdout=open(log, "wb"),  # noqa: SIM115 - closed with the process
+            stderr=subprocess.STDOUT,
+        )
+
+        def recorded() -> list[tuple[int, float]]:
+            http(f"{vm.url}/internal/force_flush", timeout=60)
+            url = f"{vm.url}/api/v1/export?" + urllib.parse.urlencode(
+                {"match[]": 'job:gpu_energy_joules:increase1h{hpc_job="7001"}'}
+            )
+            out = []
+            for line in http(url, timeout=60).decode().splitlines():
+                doc = json.loads(line)
+                out += list(zip(doc["timestamps"], doc["values"], strict=True))
+            return out
+
+        deadline = time.monotonic() + 150  # the group's first run comes within a minute of start
+        samples: list[tuple[int, float]] = []
+        while not samples:
+            assert proc.poll() is None, log.read_text()[-2000:]
+            assert time.monotonic() < deadline, f"vmalert recorded nothing: {log.read_text()[-2000:]}"
+            time.sleep(2)
+            samples = recorded()
+
+        def raw(at: float) -> float:
+            q = 'sum(increase(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{hpc_job="7001"}[1h])) / 1000'
+            url = f"{vm.url}/api/v1/query?" + urllib.parse.urlencode({"query": q, "time": at, "nocache": 1})
+            result = json.loads(http(url, timeout=60))["data"]["result"]
+            return float(result[0]["value"][1])
+
+        for stamp, value in samples:
+            assert stamp % 60_000 == 0, samples
+            t = stamp / 1000
+            # the test can fail: the counters grow 700 W, so 30 s earlier is 21 kJ less
+            assert raw(t) - raw(t - 30) == pytest.approx(2 * BUSY_W * 30, rel=0.01)
+            assert value == pytest.approx(raw(t), rel=1e-9), (stamp, value, raw(t), raw(t - 30))
+        # and what nocache=1 is for: without it, a query this recent is answered 30 s earlier
+        at = time.time() - 5
+        url = f"{vm.url}/api/v1/query?" + urllib.parse.urlencode({"query": "time()", "time": at})
+        assert float(json.loads(http(url, timeout=60))["data"]["result"][0]["value"][1]) < at - 20
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=20)
         vm.stop()
 
 

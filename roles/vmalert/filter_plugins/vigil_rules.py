@@ -1,13 +1,16 @@
 """Filter `vigil_rule_file`: a shipped rule file as it is deployed.
 
 The files under files/rules/ are in Prometheus' rule format as both promtool and vmalert 1.79
-(the debian channel's) accept it. Deployed, three settings may change them:
+(the debian channel's) accept it. Deployed, four settings may change them:
 
 1. `keep_firing_for` ({alert: duration}, files/keep-firing-for.yml) adds each alert's
    `keep_firing_for:` (only where the bundle's vmalert is 1.92 or newer: older ones refuse it);
 2. `duration_cap` (a duration such as `30s`) lowers every alert's `for:` and `keep_firing_for:` to
    at most that much (the lab, so that an injected fault shows within a minute);
-3. `runbook_base` (a URL) is put in front of each relative `runbook_url`.
+3. `runbook_base` (a URL) is put in front of each relative `runbook_url`;
+4. `group_params` ({group: {param: [values]}}) adds vmalert's group `params:` (HTTP parameters of
+   every query of the group), which promtool refuses. It is written as lines of its own under the
+   group's `- name:` line, so the file keeps its comments.
 
 Nothing to change: the file's own text comes back unchanged (comments included), so a rerun and
 the shipped file agree byte for byte.
@@ -15,6 +18,7 @@ the shipped file agree byte for byte.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -37,10 +41,46 @@ def _seconds(text: str) -> float:
     return sum(int(n) * _UNITS[u] for n, u in parts)
 
 
+def _add_group_params(text: str, group_params: dict[str, dict[str, list[str]]]) -> str:
+    """``text`` with ``params:`` under each named group's ``- name:`` line; ValueError if one is missing."""
+    lines = text.splitlines(keepends=True)
+    names = {str(g.get("name")) for g in (yaml.safe_load(text) or {}).get("groups") or []}
+    for group, params in group_params.items():
+        if str(group) not in names:
+            continue
+        if not isinstance(params, dict) or not all(
+            isinstance(v, list) and all(isinstance(x, str) for x in v) for v in params.values()
+        ):
+            raise ValueError(f"group {group}: params must map names to lists of strings")
+        head = re.compile(r"(\s*)- name:\s*" + re.escape(str(group)) + r"\s*$")
+        at = [i for i, line in enumerate(lines) if head.fullmatch(line.rstrip("\n"))]
+        if len(at) != 1:
+            raise ValueError(f"group {group}: no single `- name: {group}` line to put params under")
+        indent = head.fullmatch(lines[at[0]].rstrip("\n")).group(1) + "  "  # type: ignore[union-attr]
+        body = "".join(
+            f"{indent}  {json.dumps(_plain(k))}: {json.dumps([_plain(x) for x in v])}\n"
+            for k, v in params.items()
+        )
+        lines.insert(at[0] + 1, f"{indent}params:  # added on deploy (vmalert only)\n{body}")
+    out = "".join(lines)
+    groups = {str(g.get("name")): g for g in yaml.safe_load(out).get("groups") or []}
+    for group, params in group_params.items():
+        if str(group) in groups and groups[str(group)].get("params") != params:
+            raise ValueError(f"group {group}: params did not land where expected")
+    return out
+
+
 def vigil_rule_file(
-    text: str, keep_firing_for: dict[str, str] | None = None, duration_cap: str = "", runbook_base: str = ""
+    text: str,
+    keep_firing_for: dict[str, str] | None = None,
+    duration_cap: str = "",
+    runbook_base: str = "",
+    group_params: dict[str, dict[str, list[str]]] | None = None,
 ) -> str:
-    doc: Any = yaml.safe_load(_plain(text))
+    text = _plain(text)
+    if group_params:
+        text = _add_group_params(text, group_params)
+    doc: Any = yaml.safe_load(text)
     cap = _seconds(duration_cap) if duration_cap else None
     changed = False
     for group in doc.get("groups") or []:
