@@ -95,6 +95,7 @@ def _upgrade(args: argparse.Namespace, inv: ops.Invocation) -> int:
                 "changes": [vars(c) for c in out.changes],
                 "steps": out.steps_run,
                 "skipped": out.skipped,
+                "tls": out.tls,
             }
         )
         return 0

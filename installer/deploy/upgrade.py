@@ -49,6 +49,7 @@ from vigil.installer.deploy.site import (
     read_history,
     read_status_dir,
 )
+from vigil.installer.deploy.tls import host_certificates
 
 #: how long before the upgrade starts data must already be readable afterwards (seconds)
 BEFORE_MARGIN = 30
@@ -197,6 +198,8 @@ class Outcome:
     steps_run: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     checked_only: bool = False
+    #: what was done with the site CA before the steps: {ca_made, issued, hosts}
+    tls: dict[str, Any] = field(default_factory=dict)
 
 
 def outcome_message(out: Outcome) -> str:
@@ -234,6 +237,8 @@ class Rollout:
     #: the upgrade's directory, $VIGIL_HOME/runs/<id>/: one sub-directory per playbook run
     run_dir: Path = field(default=Path())
     _n: int = 0
+    #: the certificate variables every step's site.yml run gets (deploy/tls.py)
+    _tls_vars: dict[str, object] = field(default_factory=dict)
 
     def run(self) -> Outcome:
         inv = load_inventory(self.inventory_path)
@@ -265,6 +270,13 @@ class Rollout:
             return out
         for line in plan_lines(out.changes, target.version):
             self.say(line)
+        # as deploy does: each host's certificate from the site CA (renewed on the CA's rule) before
+        # any step, so that the new version's roles install the same files deploy would
+        certs = host_certificates(self.home, inv, check=False)
+        self._tls_vars = certs.extravars(self.home)
+        out.tls = {"ca_made": certs.ca_made, "issued": certs.issued, "hosts": len(certs.hosts)}
+        for host, why in sorted(certs.issued.items()):
+            self.say(f"certificate of {host} issued: {why}")
         before = int(time.time()) - BEFORE_MARGIN
         baseline = self._baseline(inv, target)
         last_change = before
@@ -438,6 +450,7 @@ class Rollout:
             "playbooks/site.yml",
             f"{step.phase}-v{bundle.version}",
             limit=hosts,
+            extra=dict(self._tls_vars),
             tags=step.tags,
             skip_tags=step.skip_tags,
         )

@@ -102,15 +102,20 @@ def deploy_failure(result: RunResult) -> DeployError | None:
     if result.ok:
         return None
     if result.leaks:
-        more = f" (and {len(result.leaks) - 1} more)" if len(result.leaks) > 1 else ""
-        return DeployError(
-            f"deploy {result.run_id}",
-            f"{result.leaks[0]}{more}: a task printed a secret; the run directory is private (0700), "
-            f"remove {result.run_dir} once read and fix the task (no_log)",
-        )
+        return leak_error(f"deploy {result.run_id}", result.leaks, result.run_dir)
     bad = sorted(h for h, s in result.progress.hosts.items() if s.failed or s.unreachable)
     return DeployError(
         f"deploy {result.run_id}",
         f"failed on {', '.join(bad) or 'the playbook'} "
         f"(ansible status {result.status}); see {result.run_dir}",
+    )
+
+
+def leak_error(name: str, leaks: list[str], run_dir: Path) -> DeployError:
+    """The one-line failure of a run whose artifacts hold a secret of the site (never the secret)."""
+    more = f" (and {len(leaks) - 1} more)" if len(leaks) > 1 else ""
+    return DeployError(
+        name,
+        f"{leaks[0]}{more}: a task printed a secret; the run directory is private (0700), "
+        f"remove {run_dir} once read and fix the task (no_log)",
     )

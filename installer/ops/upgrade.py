@@ -7,6 +7,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from vigil.installer.deploy.artifacts import DeployError
+from vigil.installer.deploy.leaks import find_leaks
 from vigil.installer.deploy.site import HostStatus, append_history
 from vigil.installer.deploy.upgrade import (
     Outcome,
@@ -17,6 +19,7 @@ from vigil.installer.deploy.upgrade import (
     site_status,
 )
 from vigil.installer.ops._invocation import Invocation
+from vigil.installer.ops.deploy import leak_error
 from vigil.installer.ops.keys import trust_for_bundle
 
 __all__ = ["HostStatus", "Outcome", "outcome_message", "plan_lines", "status", "upgrade"]
@@ -65,20 +68,32 @@ def upgrade(
         inv.details.update(ansible_dir=str(ansible_dir))
     try:
         out = rollout.run()
-    except UpgradeFailed as exc:
-        inv.details.update(run_dir=str(rollout.run_dir))
-        append_history(
-            inv.home,
-            {"action": action, "run_id": rollout.run_dir.name, "outcome": "failed", "reason": str(exc)},
-        )
+    except DeployError as exc:
+        leaked(inv, rollout)
+        if isinstance(exc, UpgradeFailed):
+            inv.details.update(run_dir=str(rollout.run_dir))
+            append_history(
+                inv.home,
+                {"action": action, "run_id": rollout.run_dir.name, "outcome": "failed", "reason": str(exc)},
+            )
         raise
+    leaks = leaked(inv, rollout)
     inv.details.update(
         run_dir=str(out.run_dir),
         bundle_version=out.target,
         changes=[vars(c) for c in out.changes if c.changes],
         steps=out.steps_run,
         skipped=out.skipped,
+        tls=out.tls,
     )
+    if leaks:
+        err = leak_error(f"{action} {out.upgrade_id}", leaks, out.run_dir)
+        if not check:
+            append_history(
+                inv.home,
+                {"action": action, "run_id": out.upgrade_id, "outcome": "failed", "reason": str(err)},
+            )
+        raise err
     if not check:
         append_history(
             inv.home,
@@ -91,6 +106,16 @@ def upgrade(
             },
         )
     return out
+
+
+def leaked(inv: Invocation, rollout: Rollout) -> list[str]:
+    """The site's secrets found in what the upgrade's runs left (deploy/leaks.py); recorded."""
+    if not rollout.run_dir.name or not rollout.run_dir.is_dir():  # it failed before making one
+        return []
+    leaks = [leak.line() for leak in find_leaks(inv.home, rollout.run_dir)]
+    if leaks:
+        inv.details["leaked"] = leaks[:20]
+    return leaks
 
 
 def status(

@@ -323,3 +323,102 @@ def test_a_stop_asked_for_ends_the_upgrade_before_its_next_step_and_runs_no_play
     assert str(err.value).startswith(why), err.value
     assert ran == []  # no playbook changed anything, and no health check was left half-done
     assert said[0] == "plan: bundle 2"
+
+
+def _site_for_upgrade(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A home with bundle 2 imported and a one-host inventory (mon01 at 198.18.0.10)."""
+    from tests.factories import craft_bundle, make_key, make_trust
+    from vigil.installer.cli import main
+
+    key = make_key(tmp_path / "keys", "release")
+    trust = tmp_path / "trust.json"
+    make_trust(trust, [key])
+    home = tmp_path / "home"
+    bundle = craft_bundle(tmp_path / "out", [key], version=2).path
+    assert main(["--home", str(home), "bundle", "import", str(bundle), "--trust", str(trust)]) == 0
+    inventory = tmp_path / "site"
+    inventory.mkdir()
+    (inventory / "hosts.yml").write_text(
+        json.dumps(
+            {"all": {"children": {"monitoring": {"hosts": {"mon01": {"ansible_host": "198.18.0.10"}}}}}}
+        )
+    )
+    return home, inventory, trust
+
+
+def _fake_playbooks(monkeypatch: pytest.MonkeyPatch, plays: list[dict[str, Any]], write: Any = None) -> None:
+    """Every playbook an upgrade runs goes through Rollout._play: recorded here, and ``write(run_dir)``
+    may leave something in its run directory."""
+    from vigil.installer.deploy import upgrade as upgrade_mod
+
+    status = {"mon01": parse_host_status(_doc("mon01", MON), source="t")}
+    monkeypatch.setattr(upgrade_mod, "ping_hosts", lambda **_: {})
+    monkeypatch.setattr(upgrade_mod.Rollout, "status", lambda self, inv, bundle, hosts=None: dict(status))
+    monkeypatch.setattr(upgrade_mod.Rollout, "_baseline", lambda self, inv, bundle: {"silences": []})
+    monkeypatch.setattr(upgrade_mod.Rollout, "_health", lambda self, *a, **k: None)
+
+    def play(self: Any, bundle: Any, playbook: str, name: str, **kw: Any) -> RunResult:
+        plays.append({"playbook": playbook, "name": name, **kw})
+        run = self.run_dir / f"{len(plays):02d}-{name}"
+        run.mkdir()
+        if write is not None:
+            write(run)
+        return RunResult(run_id=run.name, run_dir=run, status="successful", rc=0, progress=Progress())
+
+    monkeypatch.setattr(upgrade_mod.Rollout, "_play", play)
+
+
+def test_an_upgrade_issues_the_certificates_first_and_hands_them_to_every_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from vigil.installer.cli import main
+    from vigil.installer.pki import PkiPaths
+
+    home, inventory, trust = _site_for_upgrade(tmp_path)
+    capsys.readouterr()
+    plays: list[dict[str, Any]] = []
+    _fake_playbooks(monkeypatch, plays)
+    argv = ["--home", str(home), "upgrade", "-i", str(inventory), "--to", "2", "--trust", str(trust)]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["tls"] == {"ca_made": True, "issued": {"mon01": "missing"}, "hosts": 1}, out["tls"]
+    paths = PkiPaths.of(home)
+    assert (paths.issued("mon01") / "server.crt").is_file()
+    sites = [p for p in plays if p["playbook"] == "playbooks/site.yml"]
+    assert [p["name"] for p in sites] == ["services-v2", "store-v2"]
+    for p in sites:
+        assert p["extra"] == {"vigil_pki_dir": str(paths.root), "vigil_tls_hosts": ["mon01"]}, p
+    # a second upgrade keeps the certificate (the CA's 30-day rule) and still hands it over
+    plays.clear()
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tls"] == {"ca_made": False, "issued": {}, "hosts": 1}
+    assert all(
+        p["extra"]["vigil_tls_hosts"] == ["mon01"] for p in plays if p["playbook"].endswith("site.yml")
+    )
+
+
+def test_an_upgrade_whose_run_printed_a_secret_fails_naming_it_and_never_prints_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from vigil.installer.cli import main
+    from vigil.installer.pki import PkiPaths
+
+    home, inventory, trust = _site_for_upgrade(tmp_path)
+    capsys.readouterr()
+    plays: list[dict[str, Any]] = []
+
+    def printed_the_host_key(run: Path) -> None:
+        if run.name.endswith("-store-v2"):
+            key = (PkiPaths.of(home).issued("mon01") / "server.key").read_text()
+            (run / "stdout").write_text(f"ok: [mon01] => {json.dumps({'msg': key})}\n")
+
+    _fake_playbooks(monkeypatch, plays, printed_the_host_key)
+    argv = ["--home", str(home), "upgrade", "-i", str(inventory), "--to", "2", "--trust", str(trust)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    fail = [line for line in err.splitlines() if line.startswith("FAIL: ")]
+    assert len(fail) == 1 and fail[0].startswith("FAIL: upgrade "), err
+    assert "mon01/server.key" in fail[0] and "store-v2/stdout" in fail[0] and "no_log" in fail[0], fail
+    assert "PRIVATE KEY" not in err
+    assert read_history(home)[-1]["outcome"] == "failed"
+    assert main(["--home", str(home), "audit", "verify"]) == 0
