@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.lab.labhttp import VM, query, wait_for
+from vigil.installer.reports.period import in_progress_end
 
 pytestmark = pytest.mark.lab
 
@@ -53,7 +54,13 @@ def ran(lab: Any, deployed_stack: Any) -> dict[str, Any]:
     wait_for("the jobs to start", lambda: query(f'slurm_job_info{{hpc_job=~"{ids}"}}') or None, 120)
     time.sleep(max(s for *_, s in JOBS) + 30)
     wait_for("the jobs to end", lambda: None if query(f'slurm_job_info{{hpc_job=~"{ids}"}}') else True, 180)
-    time.sleep(50)  # the last scrape (10 s) and VictoriaMetrics' latency offset (30 s)
+    # A report of the month in progress ends at the last whole minute at least LATENCY_S before now
+    # (period.in_progress_end): wait until that lies past the jobs' last samples, or the report
+    # rightly leaves out their last seconds.
+    sel = f'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{hpc_job=~"{ids}"}}'
+    last = max(float(r["value"][1]) for r in query(f"tlast_over_time({sel}[1h])"))
+    while in_progress_end(time.time()) < last + SCRAPE_S:
+        time.sleep(5)
     return jobs
 
 
