@@ -96,11 +96,13 @@ def _upgrade(args: argparse.Namespace, inv: ops.Invocation) -> int:
                 "steps": out.steps_run,
                 "skipped": out.skipped,
                 "tls": out.tls,
+                "files": out.files,
+                "files_unknown": out.files_unknown,
             }
         )
         return 0
     if out.checked_only:
-        for line in ops.upgrade_plan_lines(out.changes, out.target):
+        for line in ops.upgrade_plan_lines(out.changes, out.target, out.files, out.files_unknown):
             print(line)
     ok(f"{args.action} {out.upgrade_id}", ops.upgrade_outcome_message(out))
     return 0

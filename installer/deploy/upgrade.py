@@ -53,6 +53,8 @@ from vigil.installer.deploy.tls import host_certificates
 
 #: how long before the upgrade starts data must already be readable afterwards (seconds)
 BEFORE_MARGIN = 30
+#: where each component's versions live on a host (/opt/vigil/<component>/<version>/, current)
+COMPONENTS_DIR = "/opt/vigil/"
 
 
 class UpgradeFailed(DeployError):
@@ -139,9 +141,15 @@ def plan_changes(statuses: dict[str, HostStatus], target: StoredBundle) -> list[
     return out
 
 
-def plan_lines(changes: list[Change], version: int) -> list[str]:
+def plan_lines(
+    changes: list[Change],
+    version: int,
+    files: dict[str, list[str]] | None = None,
+    files_unknown: str = "",
+) -> list[str]:
     """The plan as an operator reads it: one line per host and component whose version changes, then
-    per host the services that restart on their new binary."""
+    per host the services that restart on their new binary, then (``--check``) per host the files that
+    change."""
     lines = [f"plan: bundle {version}"]
     moved = [c for c in changes if c.changes]
     for c in moved:
@@ -152,6 +160,10 @@ def plan_lines(changes: list[Change], version: int) -> list[str]:
             restarts.setdefault(c.host, []).append(c.service)
     for host in sorted(restarts):
         lines.append(f"  {host}: restarts {', '.join(sorted(set(restarts[host])))}")
+    for host in sorted(files or {}):
+        lines.append(f"  {host}: changes {', '.join((files or {})[host])}")
+    if files_unknown:
+        lines.append(f"  files that change: not known, the check run failed on {files_unknown}")
     if not moved:
         lines.append("  no component changes version (configuration is put back where it drifted)")
     return lines
@@ -200,6 +212,11 @@ class Outcome:
     checked_only: bool = False
     #: what was done with the site CA before the steps: {ca_made, issued, hosts}
     tls: dict[str, Any] = field(default_factory=dict)
+    #: --check: per host, the files outside the components' own trees that the target bundle's roles
+    #: would change (a check-mode run of its site.yml on the hosts not at the target)
+    files: dict[str, list[str]] = field(default_factory=dict)
+    #: --check: why that run could not say (empty when it could)
+    files_unknown: str = ""
 
 
 def outcome_message(out: Outcome) -> str:
@@ -267,6 +284,7 @@ class Rollout:
         out.changes = plan_changes(statuses, target)
         if self.check:  # the plan is the result: the front end shows it
             out.checked_only = True
+            self._preview(inv, target, statuses, out)
             return out
         for line in plan_lines(out.changes, target.version):
             self.say(line)
@@ -383,6 +401,45 @@ class Rollout:
             )
         return self._bundles[version]
 
+    def _preview(
+        self, inv: Inventory, target: StoredBundle, statuses: dict[str, HostStatus], out: Outcome
+    ) -> None:
+        """--check: the files the target's roles would change on each host not at the target, from a
+        check-mode run of its site.yml (the components' trees under /opt/vigil/ left out: the version
+        lines say those). It changes nothing; a failure of that run is said, not raised."""
+        pending = sorted(
+            {
+                h
+                for step in rollout(inv, self.serial)
+                if not (step.phase == "store" and self.keep_store)
+                for h in step.hosts
+                if not step.done(statuses[h], target.version)
+            }
+        )
+        if not pending:
+            return
+        certs = host_certificates(self.home, inv, check=True)
+        result = self._play(
+            target,
+            "playbooks/site.yml",
+            "plan",
+            limit=pending,
+            extra=certs.extravars(self.home),
+            skip_tags=STORE_ROLE if self.keep_store else None,
+            check=True,
+        )
+        failure = _first_failure(result)
+        if failure is not None:
+            out.files_unknown = f"host {failure[0]}: {failure[1]}: {failure[2]}"
+            return
+        for change in result.progress.changes:
+            for path in change.paths:
+                if path.startswith(COMPONENTS_DIR):
+                    continue
+                got = out.files.setdefault(change.host, [])
+                if path not in got:
+                    got.append(path)
+
     def _play(
         self,
         bundle: StoredBundle,
@@ -393,6 +450,7 @@ class Rollout:
         extra: dict[str, Any] | None = None,
         tags: str | None = None,
         skip_tags: str | None = None,
+        check: bool = False,
     ) -> RunResult:
         self._n += 1
         run_id = f"{self._n:02d}-{name}"
@@ -408,6 +466,7 @@ class Rollout:
             limit=",".join(limit) if limit is not None else None,
             tags=tags,
             skip_tags=skip_tags,
+            check=check,
             events=self.events,
             run_id=run_id,
         ).wait()

@@ -105,14 +105,23 @@ def _runs_bundle_binary(stack: DeployedStack, lab: Lab, host: str, version: int,
 
 
 def test_the_plan_names_each_version_change_and_changes_nothing(
-    deployed_stack: DeployedStack, lab: Lab, next_version: int
+    deployed_stack: DeployedStack, lab: Lab, next_version: int, measured: Any
 ) -> None:
     before = _status(deployed_stack, lab)
     assert before["attention"] == [], before
+    t0 = time.monotonic()
     plan = deployed_stack.vigil.json(
         "upgrade", "-i", str(lab.inventory), "--to", str(next_version), "--check", "--json"
     )
+    measured(
+        "lab: upgrade --check debian -> debian-next (versions, and a check run for files)",
+        time.monotonic() - t0,
+    )
     assert plan["check"] is True
+    # the files: from a check-mode run of debian-next's roles; its vmalert (1.112) takes keep_firing_for
+    assert plan["files_unknown"] == "", plan["files_unknown"]
+    assert "/etc/vigil/vmalert/rules/vigil-nodes.yml" in plan["files"].get("mon01", []), plan["files"]
+    assert not any(p.startswith("/opt/vigil/") for paths in plan["files"].values() for p in paths), plan
     moved = {(c["host"], c["component"], c["old"], c["new"]) for c in plan["changes"] if c["old"] != c["new"]}
     assert ("mon01", "victoria-metrics", "1.79.5+ds1-2+b5", "1.112.0+ds1-2") in moved
     assert ("gpu01", "prometheus-node-exporter", "1.5.0-1+b6", "1.9.0-1+b4") in moved

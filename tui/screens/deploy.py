@@ -373,7 +373,7 @@ class DeployScreen(VigilScreen):
     # -- back on the UI thread ----------------------------------------------------------------
     def _move_planned(self, out: ops.Outcome) -> None:
         self.outcome = out
-        lines = ops.upgrade_plan_lines(out.changes, out.target)
+        lines = ops.upgrade_plan_lines(out.changes, out.target, out.files, out.files_unknown)
         self.query_one("#plan", Static).update("\n".join(lines))
         self.query_one("#result", ResultLine).info(
             f"planned ({len(lines) - 1} lines): ctrl+y runs the {self.action}, ctrl+n discards"
@@ -404,7 +404,8 @@ class DeployScreen(VigilScreen):
             return
         if plan_only:
             self.outcome = out
-            self.query_one("#plan", Static).update("\n".join(ops.upgrade_plan_lines(out.changes, out.target)))
+            lines = ops.upgrade_plan_lines(out.changes, out.target, out.files, out.files_unknown)
+            self.query_one("#plan", Static).update("\n".join(lines))
         result.ok(f"OK: {self.action} {out.upgrade_id}: {ops.upgrade_outcome_message(out)}")
 
     def _buttons(self, *, planned: bool, running: bool) -> None:

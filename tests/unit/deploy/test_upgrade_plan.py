@@ -23,6 +23,7 @@ from vigil.installer.deploy.site import (
     read_status_dir,
 )
 from vigil.installer.deploy.upgrade import (
+    Change,
     Step,
     _first_failure,
     _numeric,
@@ -422,3 +423,85 @@ def test_an_upgrade_whose_run_printed_a_secret_fails_naming_it_and_never_prints_
     assert "PRIVATE KEY" not in err
     assert read_history(home)[-1]["outcome"] == "failed"
     assert main(["--home", str(home), "audit", "verify"]) == 0
+
+
+def test_check_names_the_files_a_check_run_of_the_target_would_change_and_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from vigil.installer.cli import main
+    from vigil.installer.deploy import upgrade as upgrade_mod
+    from vigil.installer.deploy.runner import Changed
+
+    home, inventory, trust = _site_for_upgrade(tmp_path)
+    capsys.readouterr()
+    plays: list[dict[str, Any]] = []
+    _fake_playbooks(monkeypatch, plays)
+    real_play = upgrade_mod.Rollout._play
+    rules = "/etc/vigil/vmalert/rules/vigil-nodes.yml"
+
+    def play(self: Any, bundle: Any, playbook: str, name: str, **kw: Any) -> RunResult:
+        result = real_play(self, bundle, playbook, name, **kw)
+        if kw.get("check"):
+            result.progress.changes += [
+                Changed(
+                    "mon01", "Unpack", "vmalert", ("/opt/vigil/vmalert/1.112.0", "/opt/vigil/vmalert/current")
+                ),
+                Changed("mon01", "Install the shipped rule files", "vmalert", (rules,)),
+                Changed("mon01", "Install the shipped rule files again", "vmalert", (rules,)),
+                Changed("mon01", "Write the unit", "vmalert", ("/etc/systemd/system/vigil-vmalert.service",)),
+            ]
+        return result
+
+    monkeypatch.setattr(upgrade_mod.Rollout, "_play", play)
+    argv = ["--home", str(home), "upgrade", "-i", str(inventory), "--to", "2", "--trust", str(trust)]
+    assert main([*argv, "--check", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["files"] == {"mon01": [rules, "/etc/systemd/system/vigil-vmalert.service"]}, out
+    assert out["files_unknown"] == ""
+    # one check-mode run of the target's site.yml on the hosts not at it, with the certificates it
+    # would hand over, and nothing else: no step, no health check, no certificate issued
+    assert [(p["playbook"], p["name"], p.get("check")) for p in plays] == [
+        ("playbooks/site.yml", "plan", True)
+    ]
+    assert plays[0]["limit"] == ["mon01"]
+    assert list(home.rglob("server.crt")) == [] and list(home.rglob("ca.key")) == []
+    assert main([*argv, "--check"]) == 0
+    text = capsys.readouterr().out
+    assert f"  mon01: changes {rules}, /etc/systemd/system/vigil-vmalert.service" in text, text
+
+
+def test_a_check_run_that_fails_is_said_in_the_plan_and_the_plan_still_stands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from vigil.installer.cli import main
+    from vigil.installer.deploy import upgrade as upgrade_mod
+
+    home, inventory, trust = _site_for_upgrade(tmp_path)
+    capsys.readouterr()
+    _fake_playbooks(monkeypatch, [])
+    real_play = upgrade_mod.Rollout._play
+
+    def play(self: Any, bundle: Any, playbook: str, name: str, **kw: Any) -> RunResult:
+        result = real_play(self, bundle, playbook, name, **kw)
+        result.progress.failures.append(Failure("mon01", "Render", "vmalert: template error", "vmalert"))
+        return result
+
+    monkeypatch.setattr(upgrade_mod.Rollout, "_play", play)
+    argv = ["--home", str(home), "upgrade", "-i", str(inventory), "--to", "2", "--trust", str(trust)]
+    assert main([*argv, "--check"]) == 0
+    text = capsys.readouterr().out
+    assert (
+        "  files that change: not known, the check run failed on host mon01: vmalert: template error" in text
+    )
+    assert "  mon01: victoria-metrics 1.79.5 -> " in text, text
+
+
+def test_plan_lines_name_each_hosts_files() -> None:
+    changes = [Change("gpu01", "prometheus-node-exporter", "1.5.0", "1.9.0", 1, "vigil-node-exporter")]
+    lines = plan_lines(changes, 2, {"gpu01": ["/etc/a", "/etc/b"]})
+    assert lines == [
+        "plan: bundle 2",
+        "  gpu01: prometheus-node-exporter 1.5.0 -> 1.9.0",
+        "  gpu01: restarts vigil-node-exporter",
+        "  gpu01: changes /etc/a, /etc/b",
+    ]
