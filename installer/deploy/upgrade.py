@@ -160,8 +160,8 @@ def plan_lines(
             restarts.setdefault(c.host, []).append(c.service)
     for host in sorted(restarts):
         lines.append(f"  {host}: restarts {', '.join(sorted(set(restarts[host])))}")
-    for host in sorted(files or {}):
-        lines.append(f"  {host}: changes {', '.join((files or {})[host])}")
+    for host, paths in sorted((files or {}).items()):
+        lines.append(f"  {host}: changes {', '.join(paths)}")
     if files_unknown:
         lines.append(f"  files that change: not known, the check run failed on {files_unknown}")
     if not moved:

@@ -581,8 +581,7 @@ def test_live_vmalert_records_each_hour_over_exactly_the_hour_before_its_timesta
     of now back to now - 30 s unless the group's params say nocache=1: the sample would then end up to
     30 s early, by how late in the minute the group runs. With the role's params it may not."""
     vmalert = components / "victoria-metrics" / "bin" / "vmalert"
-    if not vmalert.is_file():
-        pytest.skip("this bundle's victoria-metrics has no vmalert")
+    assert vmalert.is_file(), f"{vmalert}: the debian bundle ships vmalert with VictoriaMetrics"
     vm = VM(vm_binary, tmp_path / "live")
     proc = None
     try:

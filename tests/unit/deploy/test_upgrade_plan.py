@@ -326,8 +326,9 @@ def test_a_stop_asked_for_ends_the_upgrade_before_its_next_step_and_runs_no_play
     assert said[0] == "plan: bundle 2"
 
 
-def _site_for_upgrade(tmp_path: Path) -> tuple[Path, Path, Path]:
-    """A home with bundle 2 imported and a one-host inventory (mon01 at 198.18.0.10)."""
+def _site_for_upgrade(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, list[str]]:
+    """A home with bundle 2 imported and a one-host inventory (mon01 at 198.18.0.10): the home, and
+    the `vigil upgrade --to 2` command line for it (the import's output is read away)."""
     from tests.factories import craft_bundle, make_key, make_trust
     from vigil.installer.cli import main
 
@@ -344,7 +345,8 @@ def _site_for_upgrade(tmp_path: Path) -> tuple[Path, Path, Path]:
             {"all": {"children": {"monitoring": {"hosts": {"mon01": {"ansible_host": "198.18.0.10"}}}}}}
         )
     )
-    return home, inventory, trust
+    capsys.readouterr()
+    return home, ["--home", str(home), "upgrade", "-i", str(inventory), "--to", "2", "--trust", str(trust)]
 
 
 def _fake_playbooks(monkeypatch: pytest.MonkeyPatch, plays: list[dict[str, Any]], write: Any = None) -> None:
@@ -375,11 +377,9 @@ def test_an_upgrade_issues_the_certificates_first_and_hands_them_to_every_step(
     from vigil.installer.cli import main
     from vigil.installer.pki import PkiPaths
 
-    home, inventory, trust = _site_for_upgrade(tmp_path)
-    capsys.readouterr()
+    home, argv = _site_for_upgrade(tmp_path, capsys)
     plays: list[dict[str, Any]] = []
     _fake_playbooks(monkeypatch, plays)
-    argv = ["--home", str(home), "upgrade", "-i", str(inventory), "--to", "2", "--trust", str(trust)]
     assert main([*argv, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["tls"] == {"ca_made": True, "issued": {"mon01": "missing"}, "hosts": 1}, out["tls"]
@@ -404,8 +404,7 @@ def test_an_upgrade_whose_run_printed_a_secret_fails_naming_it_and_never_prints_
     from vigil.installer.cli import main
     from vigil.installer.pki import PkiPaths
 
-    home, inventory, trust = _site_for_upgrade(tmp_path)
-    capsys.readouterr()
+    home, argv = _site_for_upgrade(tmp_path, capsys)
     plays: list[dict[str, Any]] = []
 
     def printed_the_host_key(run: Path) -> None:
@@ -414,7 +413,6 @@ def test_an_upgrade_whose_run_printed_a_secret_fails_naming_it_and_never_prints_
             (run / "stdout").write_text(f"ok: [mon01] => {json.dumps({'msg': key})}\n")
 
     _fake_playbooks(monkeypatch, plays, printed_the_host_key)
-    argv = ["--home", str(home), "upgrade", "-i", str(inventory), "--to", "2", "--trust", str(trust)]
     assert main(argv) == 1
     err = capsys.readouterr().err
     fail = [line for line in err.splitlines() if line.startswith("FAIL: ")]
@@ -432,8 +430,7 @@ def test_check_names_the_files_a_check_run_of_the_target_would_change_and_nothin
     from vigil.installer.deploy import upgrade as upgrade_mod
     from vigil.installer.deploy.runner import Changed
 
-    home, inventory, trust = _site_for_upgrade(tmp_path)
-    capsys.readouterr()
+    home, argv = _site_for_upgrade(tmp_path, capsys)
     plays: list[dict[str, Any]] = []
     _fake_playbooks(monkeypatch, plays)
     real_play = upgrade_mod.Rollout._play
@@ -453,7 +450,6 @@ def test_check_names_the_files_a_check_run_of_the_target_would_change_and_nothin
         return result
 
     monkeypatch.setattr(upgrade_mod.Rollout, "_play", play)
-    argv = ["--home", str(home), "upgrade", "-i", str(inventory), "--to", "2", "--trust", str(trust)]
     assert main([*argv, "--check", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["files"] == {"mon01": [rules, "/etc/systemd/system/vigil-vmalert.service"]}, out
@@ -476,8 +472,7 @@ def test_a_check_run_that_fails_is_said_in_the_plan_and_the_plan_still_stands(
     from vigil.installer.cli import main
     from vigil.installer.deploy import upgrade as upgrade_mod
 
-    home, inventory, trust = _site_for_upgrade(tmp_path)
-    capsys.readouterr()
+    home, argv = _site_for_upgrade(tmp_path, capsys)
     _fake_playbooks(monkeypatch, [])
     real_play = upgrade_mod.Rollout._play
 
@@ -487,7 +482,6 @@ def test_a_check_run_that_fails_is_said_in_the_plan_and_the_plan_still_stands(
         return result
 
     monkeypatch.setattr(upgrade_mod.Rollout, "_play", play)
-    argv = ["--home", str(home), "upgrade", "-i", str(inventory), "--to", "2", "--trust", str(trust)]
     assert main([*argv, "--check"]) == 0
     text = capsys.readouterr().out
     assert (
