@@ -7,6 +7,9 @@ certificate is issued again only on the CA's own rule (missing, not the CA's, ot
 30 days of its end), so a rerun reissues nothing. The ``common`` role copies the CA certificate and
 the host's certificate and key to ``/etc/vigil/tls/``, where node_exporter's expiry scan reads them.
 
+The same step makes the site's scrape credential (``deploy/credentials.py``) that the exporters,
+now served over TLS, ask VictoriaMetrics for.
+
 A ``--check`` run issues nothing: it copies what the store already holds, so a host whose
 certificate is still to be issued shows no drift for it until the real run.
 """
@@ -18,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vigil.installer import pki
+from vigil.installer.deploy.credentials import ScrapeCredential, scrape_credential
 from vigil.installer.deploy.inventory import Inventory
 
 
@@ -39,9 +43,27 @@ class HostCertificates:
     issued: dict[str, str] = field(default_factory=dict)
     #: hosts whose certificate the store holds, to be copied to them
     hosts: list[str] = field(default_factory=list)
+    #: the scrape credential (None in a check run of a site that has none yet)
+    scrape: ScrapeCredential | None = None
+
+    def summary(self) -> dict[str, object]:
+        """For the audit record and --json: what was made and issued."""
+        made = list(self.scrape.made) if self.scrape is not None else []
+        return {
+            "ca_made": self.ca_made,
+            "issued": self.issued,
+            "hosts": len(self.hosts),
+            "credentials_made": made,
+        }
 
     def extravars(self, home: Path) -> dict[str, object]:
-        return {"vigil_pki_dir": str(pki.PkiPaths.of(home).root), "vigil_tls_hosts": sorted(self.hosts)}
+        out: dict[str, object] = {
+            "vigil_pki_dir": str(pki.PkiPaths.of(home).root),
+            "vigil_tls_hosts": sorted(self.hosts),
+        }
+        if self.scrape is not None:
+            out.update(self.scrape.extravars())
+        return out
 
 
 def host_certificates(home: Path, inventory: Inventory, *, check: bool) -> HostCertificates:
@@ -52,11 +74,13 @@ def host_certificates(home: Path, inventory: Inventory, *, check: bool) -> HostC
     if check:
         if paths.ca_cert.is_file():
             out.hosts = [h for h in hosts if (paths.issued(h) / "server.crt").is_file()]
+        out.scrape = scrape_credential(home, create=False)
         return out
     # made once, unencrypted, for a site that has none; an existing CA is checked by each issue,
     # which needs its key only to issue
     exists = paths.ca_cert.exists() or paths.ca_cert.is_symlink() or paths.ca_key.exists()
     out.ca_made = False if exists else pki.init_ca(home)
+    out.scrape = scrape_credential(home)
     for host in hosts:
         dns, ips = names_of(inventory.addresses.get(host, ""))
         try:

@@ -292,7 +292,7 @@ class Rollout:
         # any step, so that the new version's roles install the same files deploy would
         certs = host_certificates(self.home, inv, check=False)
         self._tls_vars = certs.extravars(self.home)
-        out.tls = {"ca_made": certs.ca_made, "issued": certs.issued, "hosts": len(certs.hosts)}
+        out.tls = certs.summary()
         for host, why in sorted(certs.issued.items()):
             self.say(f"certificate of {host} issued: {why}")
         before = int(time.time()) - BEFORE_MARGIN

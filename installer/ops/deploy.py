@@ -61,7 +61,7 @@ def start_deploy(
     and drains it on a timer; ``run.cancel()`` stops it."""
 
     def certificates(made: HostCertificates) -> None:
-        inv.details.update(tls={"ca_made": made.ca_made, "issued": made.issued, "hosts": len(made.hosts)})
+        inv.details.update(tls=made.summary())
 
     return _start(plan, home=inv.home, events=events, on_certificates=certificates)
 

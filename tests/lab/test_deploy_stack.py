@@ -127,7 +127,7 @@ def test_every_host_exports_the_expiry_of_its_certificates(lab: Any, stack: Depl
 
 def test_every_host_has_its_certificate_from_the_site_ca(lab: Any, stack: DeployedStack) -> None:
     """deploy issued each host a server certificate from the site CA (its name and address) and the
-    common role put it, the CA's certificate and the key (root, 0600) into /etc/vigil/tls."""
+    common role put it, the CA's certificate and the key (root:vigil-tls, 0640) into /etc/vigil/tls."""
     import hashlib
 
     from cryptography import x509
@@ -139,12 +139,13 @@ def test_every_host_has_its_certificate_from_the_site_ca(lab: Any, stack: Deploy
         alt = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
         assert alt.get_values_for_type(x509.DNSName) == [host]
         assert [str(a) for a in alt.get_values_for_type(x509.IPAddress)] == [lab.ip(host)]
-        for name, mode in (("ca.crt", "644"), ("server.crt", "644"), ("server.key", "600")):
+        modes = (("ca.crt", "root 644"), ("server.crt", "root 644"), ("server.key", "vigil-tls 640"))
+        for name, want in modes:
             src = site_ca / name if name == "ca.crt" else store / name
             path = f"/etc/vigil/tls/{name}"
             out = lab.ssh(host, f"stat -c '%U %G %a' {path} && sha256sum {path}")
             owner, digest = out.stdout.splitlines()
-            assert owner == f"root root {mode}", (host, name, owner)
+            assert owner == f"root {want}", (host, name, owner)
             assert digest.split()[0] == hashlib.sha256(src.read_bytes()).hexdigest(), (host, name)
 
 

@@ -53,11 +53,21 @@ def test_the_first_deploy_makes_the_ca_and_every_certificate_the_next_changes_no
     assert ev == {
         "vigil_pki_dir": str(home / "secrets" / "pki"),
         "vigil_tls_hosts": ["gpu01", "gpu02", "mon01"],
+        "vigil_scrape_user": "vigil-scrape",
+        "vigil_scrape_password_file": str(home / "secrets" / "scrape.password"),
+        "vigil_scrape_bcrypt_file": str(home / "secrets" / "scrape.password.bcrypt"),
+        "vigil_scrape_sha256_file": str(home / "secrets" / "scrape.password.sha256"),
     }
+    assert first.summary()["credentials_made"] == [
+        "scrape.password",
+        "scrape.password.bcrypt",
+        "scrape.password.sha256",
+    ]
 
     before = {h: (pki.PkiPaths.of(home).issued(h) / "server.crt").read_bytes() for h in first.hosts}
     again = host_certificates(home, inventory(), check=False)
     assert (again.ca_made, again.issued, again.hosts) == (False, {}, first.hosts)
+    assert again.summary()["credentials_made"] == [] and again.extravars(home) == ev
     assert {h: (pki.PkiPaths.of(home).issued(h) / "server.crt").read_bytes() for h in first.hosts} == before
 
     moved = host_certificates(home, inventory({**ADDRESSES, "mon01": "198.18.0.99"}), check=False)
@@ -73,6 +83,7 @@ def test_a_check_run_issues_nothing_and_copies_only_what_the_store_holds(tmp_pat
     host_certificates(home, inventory(selected=["mon01"]), check=False)
     looked = host_certificates(home, inventory(), check=True)
     assert looked.hosts == ["mon01"]
+    assert looked.extravars(home)["vigil_scrape_user"] == "vigil-scrape"
     assert not pki.PkiPaths.of(home).issued("gpu01").exists()
 
 

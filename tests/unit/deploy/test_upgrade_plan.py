@@ -382,17 +382,34 @@ def test_an_upgrade_issues_the_certificates_first_and_hands_them_to_every_step(
     _fake_playbooks(monkeypatch, plays)
     assert main([*argv, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["tls"] == {"ca_made": True, "issued": {"mon01": "missing"}, "hosts": 1}, out["tls"]
+    assert out["tls"] == {
+        "ca_made": True,
+        "issued": {"mon01": "missing"},
+        "hosts": 1,
+        "credentials_made": ["scrape.password", "scrape.password.bcrypt", "scrape.password.sha256"],
+    }, out["tls"]
     paths = PkiPaths.of(home)
     assert (paths.issued("mon01") / "server.crt").is_file()
     sites = [p for p in plays if p["playbook"] == "playbooks/site.yml"]
     assert [p["name"] for p in sites] == ["services-v2", "store-v2"]
     for p in sites:
-        assert p["extra"] == {"vigil_pki_dir": str(paths.root), "vigil_tls_hosts": ["mon01"]}, p
+        assert p["extra"] == {
+            "vigil_pki_dir": str(paths.root),
+            "vigil_tls_hosts": ["mon01"],
+            "vigil_scrape_user": "vigil-scrape",
+            "vigil_scrape_password_file": str(home / "secrets" / "scrape.password"),
+            "vigil_scrape_bcrypt_file": str(home / "secrets" / "scrape.password.bcrypt"),
+            "vigil_scrape_sha256_file": str(home / "secrets" / "scrape.password.sha256"),
+        }, p
     # a second upgrade keeps the certificate (the CA's 30-day rule) and still hands it over
     plays.clear()
     assert main([*argv, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["tls"] == {"ca_made": False, "issued": {}, "hosts": 1}
+    assert json.loads(capsys.readouterr().out)["tls"] == {
+        "ca_made": False,
+        "issued": {},
+        "hosts": 1,
+        "credentials_made": [],
+    }
     assert all(
         p["extra"]["vigil_tls_hosts"] == ["mon01"] for p in plays if p["playbook"].endswith("site.yml")
     )

@@ -59,6 +59,10 @@ TEMPLATES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "vigil-tls-expiry.service": ("node_exporter", "vigil-tls-expiry.service.j2", {}),
     "vigil-tls-expiry.timer": ("node_exporter", "vigil-tls-expiry.timer.j2", {}),
 }
+# Rendered only when named in `only` (they need the TLS extra vars: see tls_vars()).
+ON_REQUEST: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "node_exporter-web.yml": ("node_exporter", "web.yml.j2", {}),
+}
 UNITS = {
     "victoriametrics": ("_victoriametrics_exec_start", "victoriametrics_data_dir", True),
     "vmalert": ("_vmalert_exec_start", "vmalert_data_dir", True),
@@ -85,6 +89,20 @@ def contract_vars(store: Path, artifacts: dict[str, tuple[str, str]] | None = No
             }
             for key, (comp, ver) in arts.items()
         },
+    }
+
+
+def tls_vars(home: Path) -> dict[str, Any]:
+    """The extra vars deploy adds once it has the site CA and the scrape credential (made here)."""
+    from vigil.installer.deploy.credentials import scrape_credential
+
+    cred = scrape_credential(home)
+    assert cred is not None
+    hosts = [h for group in SAMPLE_INVENTORY["all"]["children"].values() for h in group["hosts"]]
+    return {
+        "vigil_pki_dir": str(home / "secrets" / "pki"),
+        "vigil_tls_hosts": sorted(hosts),
+        **cred.extravars(),
     }
 
 
@@ -124,8 +142,8 @@ def render(
     out = tmp / "rendered"
     out.mkdir(parents=True, exist_ok=True)
     tasks: list[dict[str, Any]] = []
-    for name, (role, src, _) in TEMPLATES.items():
-        if only and name not in only:
+    for name, (role, src, _) in {**TEMPLATES, **ON_REQUEST}.items():
+        if (only and name not in only) or (name in ON_REQUEST and name not in only):
             continue
         tasks.append(
             {

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.unit.roles.rendering import ROLES, SAMPLE_INVENTORY, render
+from tests.unit.roles.rendering import ROLES, SAMPLE_INVENTORY, render, tls_vars
 
 JOBS = {
     "node_exporter",
@@ -100,6 +100,41 @@ def test_scrape_config_leaves_out_disabled_exporters(tmp_path: Path) -> None:
     assert "dcgm_exporter" not in jobs
     assert "gpu02" not in jobs["node_exporter"] and "gpu01" in jobs["node_exporter"]
     assert scrape["global"]["external_labels"] == {"site": "lab"}
+
+
+def test_with_a_site_ca_exporters_are_scraped_over_tls_with_the_scrape_credential(tmp_path: Path) -> None:
+    import bcrypt
+
+    ev = tls_vars(tmp_path / "site")
+    out = render(
+        tmp_path, extra_vars=ev, only=("scrape.yml", "node_exporter-web.yml", "node_exporter.service")
+    )
+    jobs = {job["job_name"]: job for job in yaml.safe_load(out["scrape.yml"])["scrape_configs"]}
+    assert jobs["node_exporter"]["scheme"] == "https"
+    assert jobs["node_exporter"]["tls_config"] == {"ca_file": "/etc/vigil/tls/ca.crt"}
+    assert jobs["node_exporter"]["basic_auth"] == {
+        "username": "vigil-scrape",
+        "password_file": "/etc/vigil/victoriametrics/scrape.password",
+    }
+    assert "scheme" not in jobs["vmalert"]  # still plain: not yet served over TLS
+    web = yaml.safe_load(out["node_exporter-web.yml"])
+    assert web["tls_server_config"] == {
+        "cert_file": "/etc/vigil/tls/server.crt",
+        "key_file": "/etc/vigil/tls/server.key",
+        "min_version": "TLS12",
+    }
+    [(user, hashed)] = web["basic_auth_users"].items()
+    password = Path(ev["vigil_scrape_password_file"]).read_bytes().strip()
+    assert user == "vigil-scrape" and bcrypt.checkpw(password, hashed.encode())
+    assert password.decode() not in out["node_exporter-web.yml"]
+    unit = out["node_exporter.service"]
+    assert "--web.config.file=/etc/vigil/node_exporter/web.yml" in unit
+
+
+def test_without_a_site_ca_nothing_asks_for_tls(rendered: dict[str, str]) -> None:
+    scrape = yaml.safe_load(rendered["scrape.yml"])
+    assert not any("scheme" in job or "basic_auth" in job for job in scrape["scrape_configs"])
+    assert "--web.config.file" not in rendered["node_exporter.service"]
 
 
 def test_alertmanager_default_receiver_is_the_local_webhook(rendered: dict[str, str]) -> None:

@@ -1,0 +1,138 @@
+"""The site's scrape credential: the password VictoriaMetrics gives every exporter it scrapes.
+
+Generated on the admin host at the first deploy that issues certificates, never a default:
+``secrets/scrape.password`` (40 random letters and digits, 0600) and beside it two derived forms
+the exporters check it against, neither of which gives the password back:
+
+- ``scrape.password.bcrypt`` — its bcrypt hash, for the ``basic_auth_users`` of the Prometheus
+  exporter toolkit's web configuration (node_exporter, dcgm-exporter);
+- ``scrape.password.sha256`` — its SHA-256, for vigil's own exporters (stdlib only on the nodes;
+  a fast hash is enough for 238 random bits).
+
+Both are 0644 (public: what a host keeps anyway) and made again only when they no longer match the
+password, so a rerun changes no exporter's configuration. Replace the password by deleting
+``scrape.password``; the next deploy makes a new one and moves every exporter and the scraper to it.
+Links and files of others are refused, and every file is staged and renamed into place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+import stat
+import string
+from dataclasses import dataclass
+from pathlib import Path
+
+import bcrypt
+
+from vigil.basics.atomic import write_file_atomic
+from vigil.basics.errors import VigilError
+
+#: the user name every exporter accepts and VictoriaMetrics sends
+SCRAPE_USER = "vigil-scrape"
+_ALPHABET = string.ascii_letters + string.digits
+_LENGTH = 40
+#: bcrypt's work factor: each exporter checks it once and caches the result (exporter toolkit)
+_BCRYPT_ROUNDS = 12
+_MAX = 4096
+
+
+class CredentialError(VigilError):
+    """A credential of the site could not be made or read."""
+
+
+@dataclass(frozen=True)
+class ScrapeCredential:
+    password_file: Path
+    bcrypt_file: Path
+    sha256_file: Path
+    #: what was made or remade this time (file names), for the run's record
+    made: tuple[str, ...] = ()
+
+    def extravars(self) -> dict[str, str]:
+        return {
+            "vigil_scrape_user": SCRAPE_USER,
+            "vigil_scrape_password_file": str(self.password_file),
+            "vigil_scrape_bcrypt_file": str(self.bcrypt_file),
+            "vigil_scrape_sha256_file": str(self.sha256_file),
+        }
+
+
+def _paths(home: Path) -> tuple[Path, Path, Path]:
+    base = home / "secrets" / "scrape.password"
+    return base, base.with_name(base.name + ".bcrypt"), base.with_name(base.name + ".sha256")
+
+
+def _read(path: Path, *, secret: bool) -> bytes | None:
+    """PATH's content (None when it does not exist): a regular file of this user, not a link."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise CredentialError(str(path), f"cannot be read: {exc.strerror} (a link?)") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise CredentialError(str(path), "is not a regular file")
+        if st.st_uid != os.geteuid():
+            raise CredentialError(str(path), "belongs to another user")
+        if secret and st.st_mode & 0o077:
+            raise CredentialError(
+                str(path), f"is open to others (mode {stat.S_IMODE(st.st_mode):o}); chmod 600 it"
+            )
+        data = f.read(_MAX + 1)
+    if len(data) > _MAX:
+        raise CredentialError(str(path), f"is larger than {_MAX} bytes")
+    return data
+
+
+def _write(path: Path, data: bytes, mode: int) -> None:
+    if path.is_symlink():
+        raise CredentialError(str(path), "is a link; refusing to write through it")
+    write_file_atomic(path, data, mode=mode)
+
+
+def scrape_credential(home: Path, *, create: bool = True) -> ScrapeCredential | None:
+    """The site's scrape credential, made (or its derived files remade) as needed; with
+    ``create=False`` (a check run) only what exists, or None."""
+    pw_file, bc_file, sha_file = _paths(home)
+    secrets_dir = pw_file.parent
+    if secrets_dir.is_symlink():
+        raise CredentialError(str(secrets_dir), "is a link; the site's secrets must not lead elsewhere")
+    made: list[str] = []
+    password = _read(pw_file, secret=True)
+    if password is None:
+        if not create:
+            return None
+        secrets_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        password = "".join(secrets.choice(_ALPHABET) for _ in range(_LENGTH)).encode()
+        _write(pw_file, password + b"\n", 0o600)
+        made.append(pw_file.name)
+    password = password.strip()
+    if len(password) < 12 or not password.isascii() or any(c in password for c in b" \t\r\n:"):
+        raise CredentialError(
+            str(pw_file), "is not a password of 12 or more printable characters without ':'"
+        )
+    if not create:
+        if _read(bc_file, secret=False) is None or _read(sha_file, secret=False) is None:
+            return None
+        return ScrapeCredential(pw_file, bc_file, sha_file)
+
+    hashed = _read(bc_file, secret=False)
+    try:
+        fits = hashed is not None and bcrypt.checkpw(password, hashed.strip())
+    except ValueError:  # not a bcrypt hash
+        fits = False
+    if not fits:
+        _write(bc_file, bcrypt.hashpw(password, bcrypt.gensalt(_BCRYPT_ROUNDS)) + b"\n", 0o644)
+        made.append(bc_file.name)
+    digest = hashlib.sha256(password).hexdigest().encode()
+    current = _read(sha_file, secret=False)
+    if current is None or not hmac.compare_digest(current.strip(), digest):
+        _write(sha_file, digest + b"\n", 0o644)
+        made.append(sha_file.name)
+    return ScrapeCredential(pw_file, bc_file, sha_file, tuple(made))

@@ -1,0 +1,183 @@
+"""Every TCP listener of the stack on every lab host, found with `ss -ltnp`, attacked from outside.
+
+The sockets are discovered on each host (never a list kept by hand): every listening socket of a
+process in one of the stack's units (`vigil-*.service`). Each one that serves TLS must refuse plain
+HTTP, answer 401 over TLS without the scrape credential or with a wrong one, serve its metrics with
+it, and present a certificate of the site CA only (a client trusting another CA refuses it). The
+listeners not yet moved to TLS are named in PLAIN, so that a new plain one fails the test and the
+list only shrinks.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import http.client
+import re
+import socket
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from tests.lab.conftest import DeployedStack
+
+pytestmark = pytest.mark.lab
+
+#: (unit, port) still served in plain HTTP: the monitoring services and vigil's own exporters, the
+#: next steps of the TLS work (docs/security.md)
+PLAIN = {
+    ("vigil-victoriametrics", 8428),
+    ("vigil-vmalert", 8880),
+    ("vigil-alertmanager", 9093),
+    ("vigil-gpusim", 9400),
+    ("vigil-slurm-exporter", 9341),
+    ("vigil-redfish-exporter", 9610),
+    ("vigil-bmcsim", 8443),
+}
+
+_DISCOVER = (
+    "ss -ltnpH; echo ---; "
+    "for p in $(ss -ltnpH | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u); do "
+    "echo \"$p $(grep -o '[^/]*[.]service' /proc/$p/cgroup | head -1)\"; done"
+)
+
+
+@dataclass(frozen=True)
+class Listener:
+    host: str
+    unit: str
+    address: str
+    port: int
+
+
+def _listeners(lab, host: str) -> list[Listener]:
+    out = lab.ssh(host, _DISCOVER).stdout
+    sockets, _, units = out.partition("---\n")
+    unit_of = dict(line.split(" ", 1) for line in units.splitlines() if " " in line)
+    found = []
+    for line in sockets.splitlines():
+        fields = line.split()
+        local = fields[3]
+        address, _, port = local.rpartition(":")
+        for pid in re.findall(r"pid=(\d+)", line):
+            unit = unit_of.get(pid, "").strip()
+            if unit.startswith("vigil-"):
+                found.append(Listener(host, unit.removesuffix(".service"), address.strip("[]"), int(port)))
+                break
+    return sorted(set(found), key=lambda x: (x.unit, x.port))
+
+
+@pytest.fixture(scope="module")
+def listeners(lab, deployed_stack: DeployedStack) -> list[Listener]:
+    out = [x for host in ("mon01", "ctl01", "gpu01", "gpu02") for x in _listeners(lab, host)]
+    assert {x.unit for x in out} >= {"vigil-victoriametrics", "vigil-node-exporter"}, out
+    return out
+
+
+def _target(lab, x: Listener) -> str:
+    """The address to reach a listener at from the admin host: the host's lab address for a
+    wildcard socket, else the socket's own."""
+    wildcard = ("*", "0.0.0.0", "::")  # noqa: S104 - read from ss, not bound
+    return lab.ip(x.host) if x.address in wildcard else x.address
+
+
+def _plain_get(ip: str, port: int) -> tuple[int | None, bytes]:
+    conn = http.client.HTTPConnection(ip, port, timeout=10)
+    try:
+        conn.request("GET", "/metrics")
+        resp = conn.getresponse()
+        return resp.status, resp.read(4096)
+    except (OSError, http.client.HTTPException):
+        return None, b""
+    finally:
+        conn.close()
+
+
+def _tls_get(ip: str, port: int, ctx: ssl.SSLContext, auth: tuple[str, str] | None) -> tuple[int, bytes]:
+    conn = http.client.HTTPSConnection(ip, port, timeout=10, context=ctx)
+    headers = {}
+    if auth is not None:
+        headers["Authorization"] = "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+    try:
+        conn.request("GET", "/metrics", headers=headers)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def _other_ca(tmp: Path) -> Path:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "some other CA")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=30))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    path = tmp / "other-ca.crt"
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return path
+
+
+def test_every_listener_of_the_stack_wants_tls_and_the_scrape_credential(
+    lab, deployed_stack: DeployedStack, listeners: list[Listener], tmp_path: Path
+) -> None:
+    secrets = deployed_stack.home / "secrets"
+    password = (secrets / "scrape.password").read_text().strip()
+    site = ssl.create_default_context(cafile=str(secrets / "pki" / "ca.crt"))
+    other = ssl.create_default_context(cafile=str(_other_ca(tmp_path)))
+
+    plain_now = {(x.unit, x.port) for x in listeners if (x.unit, x.port) in PLAIN}
+    tls = [x for x in listeners if (x.unit, x.port) not in PLAIN]
+    # node_exporter on each of the four hosts at least
+    assert sum(x.unit == "vigil-node-exporter" for x in tls) == 4, listeners
+    for x in tls:
+        ip = _target(lab, x)
+        what = f"{x.unit} on {x.host} at {ip}:{x.port}"
+        status, body = _plain_get(ip, x.port)
+        assert status != 200 and b"# TYPE" not in body, f"{what} answered plain HTTP with {status}"
+        assert _tls_get(ip, x.port, site, None)[0] == 401, f"{what} served TLS without credentials"
+        assert _tls_get(ip, x.port, site, ("vigil-scrape", password + "x"))[0] == 401, what
+        assert _tls_get(ip, x.port, site, ("somebody", password))[0] == 401, what
+        status, body = _tls_get(ip, x.port, site, ("vigil-scrape", password))
+        assert status == 200 and b"# TYPE" in body, f"{what}: {status} with the scrape credential"
+        with pytest.raises(ssl.SSLCertVerificationError):
+            _tls_get(ip, x.port, other, ("vigil-scrape", password))
+        with (
+            socket.create_connection((ip, x.port), timeout=10) as raw,
+            site.wrap_socket(raw, server_hostname=ip) as conn,
+        ):
+            assert conn.version() in ("TLSv1.2", "TLSv1.3"), what
+    # every listener on the plain list is still there (a gone one leaves the list)
+    assert plain_now == PLAIN, sorted(PLAIN - plain_now)
+
+
+def test_the_host_key_is_readable_by_the_tls_group_only(lab, deployed_stack: DeployedStack) -> None:
+    for host in ("mon01", "ctl01", "gpu01", "gpu02"):
+        members = lab.ssh(host, "getent group vigil-tls").stdout.strip().split(":")[3]
+        assert members == "", (
+            f"{host}: vigil-tls has members {members!r}; the units get it as a supplementary group"
+        )
+        unit = lab.ssh(
+            host, "systemctl show vigil-node-exporter -p SupplementaryGroups --value"
+        ).stdout.strip()
+        assert unit == "vigil-tls", (host, unit)
+        # an ordinary user cannot read the key
+        denied = lab.ssh(host, "runuser -u nobody -- cat /etc/vigil/tls/server.key >/dev/null 2>&1; echo $?")
+        assert denied.stdout.strip() != "0", host
