@@ -8,7 +8,13 @@ import os
 import sys
 
 from vigil.exporters import __version__
-from vigil.exporters._http import make_server, setup_logging
+from vigil.exporters._http import (
+    ServerConfigError,
+    add_server_arguments,
+    make_server,
+    server_security,
+    setup_logging,
+)
 from vigil.exporters.gpusim import faults as _faults
 from vigil.exporters.gpusim.jobmap import JobMapError
 from vigil.exporters.gpusim.mig import parse_mig
@@ -86,6 +92,7 @@ def parser() -> argparse.ArgumentParser:
         "(default: %(default)s; 0 for none)",
     )
     ap.add_argument("--seed", type=int, help="seed the noise for a reproducible run")
+    add_server_arguments(ap)
     ap.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return ap
 
@@ -103,6 +110,11 @@ def main(argv: list[str] | None = None) -> int:
         return _faults.main(argv[1:])
     a = parser().parse_args(argv)
     setup_logging(a.verbose)
+    try:
+        tls, auth = server_security(a)
+    except ServerConfigError as e:
+        print(f"FAIL: {e}", file=sys.stderr)
+        return 2
     try:
         mig = {}
         for spec in a.mig:
@@ -131,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         sim.update()
     except JobMapError as e:
         log.error("%s; the first scrape reads it again", e)
-    server = make_server(_listen(a.address), sim.scrape, title="vigil GPU simulator")
+    server = make_server(_listen(a.address), sim.scrape, title="vigil GPU simulator", tls=tls, auth=auth)
     log.info(
         "serving %d simulated GPUs of %s on %s (MIG: %s), job map %s, faults %s",
         cfg.gpus,

@@ -7,7 +7,13 @@ import logging
 import sys
 
 from vigil.exporters import __version__
-from vigil.exporters._http import make_server, setup_logging
+from vigil.exporters._http import (
+    ServerConfigError,
+    add_server_arguments,
+    make_server,
+    server_security,
+    setup_logging,
+)
 from vigil.exporters.redfish.client import MAX_BODY
 from vigil.exporters.redfish.collector import DEFAULT_PORT, DEFAULT_REWALK, DEFAULT_WORKERS, RedfishCollector
 from vigil.exporters.redfish.config import ConfigError, load_config
@@ -63,6 +69,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--check-config", action="store_true", help="check --config and the files it names, then exit"
     )
+    add_server_arguments(ap)
     ap.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return ap
 
@@ -78,6 +85,11 @@ def main(argv: list[str] | None = None) -> int:
         print("FAIL: --workers, --rewalk-interval, --max-body: out of range", file=sys.stderr)
         return 2
     try:
+        tls, auth = server_security(a)
+    except ServerConfigError as e:
+        print(f"FAIL: {e}", file=sys.stderr)
+        return 2
+    try:
         targets = load_config(a.config)
     except ConfigError as e:
         print(f"FAIL: {e}", file=sys.stderr)
@@ -88,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     collector = RedfishCollector(
         targets, workers=a.workers, rewalk_interval=a.rewalk_interval, max_body=a.max_body
     )
-    server = make_server((host.strip("[]"), int(port)), collector.scrape, title="vigil Redfish exporter")
+    server = make_server(
+        (host.strip("[]"), int(port)), collector.scrape, title="vigil Redfish exporter", tls=tls, auth=auth
+    )
     log.info("serving Redfish metrics of %d targets on %s", len(targets), a.listen_address)
     try:
         server.serve_forever()

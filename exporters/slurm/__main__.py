@@ -7,7 +7,13 @@ import logging
 import sys
 
 from vigil.exporters import __version__
-from vigil.exporters._http import make_server, setup_logging
+from vigil.exporters._http import (
+    ServerConfigError,
+    add_server_arguments,
+    make_server,
+    server_security,
+    setup_logging,
+)
 from vigil.exporters.slurm.collector import DEFAULT_PORT, DEFAULT_TIMEOUT, SlurmCollector
 
 log = logging.getLogger("vigil.exporters.slurm")
@@ -37,6 +43,7 @@ def parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="kill a Slurm command that runs longer (default: %(default)s)",
     )
+    add_server_arguments(ap)
     ap.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return ap
 
@@ -51,8 +58,15 @@ def main(argv: list[str] | None = None) -> int:
     if a.command_timeout <= 0:
         print("FAIL: --command-timeout: must be positive", file=sys.stderr)
         return 2
+    try:
+        tls, auth = server_security(a)
+    except ServerConfigError as e:
+        print(f"FAIL: {e}", file=sys.stderr)
+        return 2
     collector = SlurmCollector(timeout=a.command_timeout)
-    server = make_server((host.strip("[]"), int(port)), collector.scrape, title="vigil Slurm exporter")
+    server = make_server(
+        (host.strip("[]"), int(port)), collector.scrape, title="vigil Slurm exporter", tls=tls, auth=auth
+    )
     log.info("serving Slurm metrics on %s (command timeout %gs)", a.listen_address, a.command_timeout)
     try:
         server.serve_forever()

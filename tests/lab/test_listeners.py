@@ -27,17 +27,16 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.lab
 
-#: (unit, port) still served in plain HTTP: the monitoring services and vigil's own exporters, the
-#: next steps of the TLS work (docs/security.md)
+#: (unit, port) still served in plain HTTP: the monitoring services, the next step of the TLS work
+#: (docs/security.md)
 PLAIN = {
     ("vigil-victoriametrics", 8428),
     ("vigil-vmalert", 8880),
     ("vigil-alertmanager", 9093),
-    ("vigil-gpusim", 9400),
-    ("vigil-slurm-exporter", 9341),
-    ("vigil-redfish-exporter", 9610),
-    ("vigil-bmcsim", 8443),
 }
+#: the lab's simulated BMCs: Redfish over TLS with the lab's own BMC CA and account, as a vendor's
+#: BMC would be (not the site CA's, not the scrape credential's)
+BMC = "vigil-bmcsim"
 
 _DISCOVER = (
     "ss -ltnpH; echo ---; "
@@ -144,9 +143,12 @@ def test_every_listener_of_the_stack_wants_tls_and_the_scrape_credential(
     other = ssl.create_default_context(cafile=str(_other_ca(tmp_path)))
 
     plain_now = {(x.unit, x.port) for x in listeners if (x.unit, x.port) in PLAIN}
-    tls = [x for x in listeners if (x.unit, x.port) not in PLAIN]
-    # node_exporter on each of the four hosts at least
-    assert sum(x.unit == "vigil-node-exporter" for x in tls) == 4, listeners
+    tls = [x for x in listeners if (x.unit, x.port) not in PLAIN and x.unit != BMC]
+    # node_exporter on each of the four hosts, the GPU simulator on both GPU nodes, the Slurm and
+    # Redfish exporters
+    units = sorted(x.unit for x in tls)
+    assert units.count("vigil-node-exporter") == 4 and units.count("vigil-gpusim") == 2, listeners
+    assert {"vigil-slurm-exporter", "vigil-redfish-exporter"} <= set(units), listeners
     for x in tls:
         ip = _target(lab, x)
         what = f"{x.unit} on {x.host} at {ip}:{x.port}"
@@ -181,3 +183,21 @@ def test_the_host_key_is_readable_by_the_tls_group_only(lab, deployed_stack: Dep
         # an ordinary user cannot read the key
         denied = lab.ssh(host, "runuser -u nobody -- cat /etc/vigil/tls/server.key >/dev/null 2>&1; echo $?")
         assert denied.stdout.strip() != "0", host
+
+
+def test_the_simulated_bmcs_want_tls_and_their_account(lab, listeners: list[Listener]) -> None:
+    bmcs = [x for x in listeners if x.unit == BMC]
+    assert bmcs, listeners
+    vendor = ssl.create_default_context()
+    vendor.check_hostname = False
+    vendor.verify_mode = ssl.CERT_NONE  # the lab's BMC CA: the Redfish tests check it
+    for x in bmcs:
+        ip = _target(lab, x)
+        status, _ = _plain_get(ip, x.port)
+        assert status is None or status >= 400, f"{x.host}:{x.port} answered plain HTTP with {status}"
+        conn = http.client.HTTPSConnection(ip, x.port, timeout=10, context=vendor)
+        try:
+            conn.request("GET", "/redfish/v1/Systems")
+            assert conn.getresponse().status == 401, f"{x.host}:{x.port}"
+        finally:
+            conn.close()

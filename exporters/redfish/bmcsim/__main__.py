@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import ssl
 import sys
 
 from vigil.exporters import __version__
@@ -49,6 +50,16 @@ def parser() -> argparse.ArgumentParser:
         "one per outlet it feeds, in outlet Id order",
     )
     ap.add_argument(
+        "--gpu-metrics-ca-file",
+        metavar="PEM",
+        help="check an https GPU metrics URL's certificate against this CA (default: the system's)",
+    )
+    ap.add_argument(
+        "--gpu-metrics-credentials-file",
+        metavar="FILE",
+        help="Basic credentials for the GPU metrics URLs: a line user:password, mode 0600 or 0400",
+    )
+    ap.add_argument(
         "--gpu-power", type=float, default=0.0, metavar="W", help="GPU power without a URL (default: 0)"
     )
     ap.add_argument(
@@ -79,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         creds = read_credentials(a.credentials_file)
+        feed = read_credentials(a.gpu_metrics_credentials_file) if a.gpu_metrics_credentials_file else None
+        feed_ctx = ssl.create_default_context(cafile=a.gpu_metrics_ca_file) if a.gpu_metrics_ca_file else None
         cfg = SimConfig(
             mockup=a.mockup,
             user=creds.user,
@@ -87,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
             idle_w=a.idle_power,
             gpu_power_w=a.gpu_power,
             gpu_metrics_urls=a.gpu_metrics_url,
+            gpu_metrics_context=feed_ctx,
+            gpu_metrics_auth=(feed.user, feed.password) if feed is not None else None,
             nodes=a.nodes,
             faults_file=a.faults_file,
             session_timeout=a.session_timeout,

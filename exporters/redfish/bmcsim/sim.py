@@ -103,9 +103,24 @@ def load_mockup(spec: str) -> dict[str, dict[str, Any]]:
     return docs
 
 
-def read_gpu_power(url: str, timeout: float = 1.0) -> float:
-    """The sum of DCGM_FI_DEV_POWER_USAGE on the GPU simulator's (or dcgm-exporter's) /metrics."""
-    with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - an operator-given URL
+def read_gpu_power(
+    url: str,
+    timeout: float = 1.0,
+    *,
+    context: ssl.SSLContext | None = None,
+    auth: tuple[str, str] | None = None,
+) -> float:
+    """The sum of DCGM_FI_DEV_POWER_USAGE on the GPU simulator's (or dcgm-exporter's) /metrics;
+    over https with CONTEXT (the site CA), and with AUTH (user, password) as Basic credentials."""
+    req = urllib.request.Request(url)  # noqa: S310 - an operator-given URL
+    if auth is not None:
+        token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+        req.add_header("Authorization", f"Basic {token}")
+    # no proxy: the feed is a host of the cluster
+    opener = urllib.request.build_opener(
+        urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
+    )
+    with opener.open(req, timeout=timeout) as resp:
         text = resp.read(4 * 1024 * 1024).decode("utf-8", "replace")
     total = 0.0
     for line in text.splitlines():
@@ -125,6 +140,9 @@ class SimConfig:
     idle_w: float = 250.0
     gpu_power_w: float = 0.0
     gpu_metrics_urls: list[str] = field(default_factory=list)
+    #: how the GPU metrics are read over https: the CA to check them against, the Basic credentials
+    gpu_metrics_context: ssl.SSLContext | None = field(default=None, repr=False)
+    gpu_metrics_auth: tuple[str, str] | None = field(default=None, repr=False)
     #: loads of a PDU when no GPU URL is given
     nodes: int = 1
     faults_file: str = _faults.DEFAULT_STATE
@@ -348,7 +366,9 @@ class Model:
         if now - self._gpu_at[i] >= 1.0:
             self._gpu_at[i] = now
             try:
-                self._gpu_w[i] = read_gpu_power(urls[i])
+                self._gpu_w[i] = read_gpu_power(
+                    urls[i], context=self.cfg.gpu_metrics_context, auth=self.cfg.gpu_metrics_auth
+                )
                 self._warned.discard(i)
             except (OSError, ValueError) as e:
                 if i not in self._warned:

@@ -61,7 +61,7 @@ TEMPLATES: dict[str, tuple[str, str, dict[str, Any]]] = {
 }
 # Rendered only when named in `only` (they need the TLS extra vars: see tls_vars()).
 ON_REQUEST: dict[str, tuple[str, str, dict[str, Any]]] = {
-    "node_exporter-web.yml": ("node_exporter", "web.yml.j2", {}),
+    "web.yml": ("_common", "web.yml.j2", {}),
 }
 UNITS = {
     "victoriametrics": ("_victoriametrics_exec_start", "victoriametrics_data_dir", True),

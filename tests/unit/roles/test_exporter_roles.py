@@ -297,7 +297,7 @@ def render_unit(tmp: Path, role: str, extra: dict[str, Any], unit_vars: dict[str
 def configure_unit_vars(role: str) -> dict[str, Any]:
     """The `_common` unit vars exactly as the role's configure.yml passes them."""
     tasks = load(ROLES / role / "tasks" / "configure.yml")
-    (task,) = [t for t in tasks if "ansible.builtin.import_role" in t]
+    (task,) = [t for t in tasks if t.get("ansible.builtin.import_role", {}).get("tasks_from") == "unit"]
     return dict(task["vars"])
 
 

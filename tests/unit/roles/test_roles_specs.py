@@ -70,7 +70,7 @@ def test_argument_specs_document_type_default_and_meaning(role: str) -> None:
 def test_common_internal_role_documents_every_parameter_in_an_entry_point() -> None:
     defaults = load(ROLES / "_common" / "defaults" / "main.yml")
     specs = load(ROLES / "_common" / "meta" / "argument_specs.yml")["argument_specs"]
-    assert set(specs) == {"main", "preflight", "user", "install", "install_wheel", "unit", "health"}
+    assert set(specs) == {"main", "preflight", "user", "install", "install_wheel", "unit", "health", "web"}
     documented = {name for entry in specs.values() for name in entry.get("options", {})}
     assert sorted(set(defaults) - documented) == []
     assert sorted(documented - set(defaults)) == []

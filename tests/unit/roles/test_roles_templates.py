@@ -106,18 +106,17 @@ def test_with_a_site_ca_exporters_are_scraped_over_tls_with_the_scrape_credentia
     import bcrypt
 
     ev = tls_vars(tmp_path / "site")
-    out = render(
-        tmp_path, extra_vars=ev, only=("scrape.yml", "node_exporter-web.yml", "node_exporter.service")
-    )
+    out = render(tmp_path, extra_vars=ev, only=("scrape.yml", "web.yml", "node_exporter.service"))
     jobs = {job["job_name"]: job for job in yaml.safe_load(out["scrape.yml"])["scrape_configs"]}
-    assert jobs["node_exporter"]["scheme"] == "https"
-    assert jobs["node_exporter"]["tls_config"] == {"ca_file": "/etc/vigil/tls/ca.crt"}
-    assert jobs["node_exporter"]["basic_auth"] == {
-        "username": "vigil-scrape",
-        "password_file": "/etc/vigil/victoriametrics/scrape.password",
-    }
+    for name in ("node_exporter", "dcgm_exporter", "slurm_exporter"):
+        assert jobs[name]["scheme"] == "https", name
+        assert jobs[name]["tls_config"] == {"ca_file": "/etc/vigil/tls/ca.crt"}, name
+        assert jobs[name]["basic_auth"] == {
+            "username": "vigil-scrape",
+            "password_file": "/etc/vigil/victoriametrics/scrape.password",
+        }, name
     assert "scheme" not in jobs["vmalert"]  # still plain: not yet served over TLS
-    web = yaml.safe_load(out["node_exporter-web.yml"])
+    web = yaml.safe_load(out["web.yml"])
     assert web["tls_server_config"] == {
         "cert_file": "/etc/vigil/tls/server.crt",
         "key_file": "/etc/vigil/tls/server.key",
@@ -126,7 +125,7 @@ def test_with_a_site_ca_exporters_are_scraped_over_tls_with_the_scrape_credentia
     [(user, hashed)] = web["basic_auth_users"].items()
     password = Path(ev["vigil_scrape_password_file"]).read_bytes().strip()
     assert user == "vigil-scrape" and bcrypt.checkpw(password, hashed.encode())
-    assert password.decode() not in out["node_exporter-web.yml"]
+    assert password.decode() not in out["web.yml"]
     unit = out["node_exporter.service"]
     assert "--web.config.file=/etc/vigil/node_exporter/web.yml" in unit
 
