@@ -1,6 +1,8 @@
 """What the Overview screen reads: the cluster panels from VictoriaMetrics and the firing alerts from
 Alertmanager, over their HTTP APIs. Plain functions of a base URL, so that they can be tried against
-any server (the tests' stub on 127.0.0.1; the lab's mon01).
+any server (the tests' stub on 127.0.0.1; the lab's mon01), and of an opener: a site deployed with
+TLS is read with :meth:`SiteAccess.opener() <vigil.installer.access.SiteAccess.opener>` (the site CA,
+the API login); without one, plain http.
 
 The queries are the Grafana cluster overview's (roles/grafana/files/dashboards/vigil-cluster-overview.json;
 a test holds the two to each other), so the terminal and Grafana say the same thing.
@@ -8,6 +10,7 @@ a test holds the two to each other), so the terminal and Grafana say the same th
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import urllib.error
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vigil.basics.errors import VigilError
+from vigil.installer.ops import SiteAccess, failure_reason
 
 #: (title, unit, PromQL) of the overview's stat panels, in the dashboard's order
 PANELS: tuple[tuple[str, str, str], ...] = (
@@ -37,8 +41,14 @@ TIMEOUT = 3.0
 MAX_BYTES = 8 << 20
 
 
-#: no proxy from the environment: the monitoring host is reached directly, inside the cluster
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+Opener = urllib.request.OpenerDirector
+
+
+@functools.cache
+def _plain() -> Opener:
+    """Plain http, no login and no proxy from the environment: the monitoring host is reached
+    directly, inside the cluster."""
+    return SiteAccess().opener()
 
 
 class FetchError(VigilError):
@@ -70,20 +80,28 @@ class Alert:
     summary: str
 
 
-def get_json(base_url: str, path: str, params: dict[str, str] | None = None, timeout: float = TIMEOUT) -> Any:
-    """GET BASE_URL/PATH?PARAMS and parse the JSON answer, or raise FetchError naming the URL."""
+def get_json(
+    base_url: str,
+    path: str,
+    params: dict[str, str] | None = None,
+    timeout: float = TIMEOUT,
+    *,
+    opener: Opener | None = None,
+) -> Any:
+    """GET BASE_URL/PATH?PARAMS with OPENER (default: plain, no login) and parse the JSON answer, or
+    raise FetchError naming the URL."""
     if not base_url.startswith(("http://", "https://")):
         raise FetchError(base_url or "(no URL)", "not an http:// or https:// URL")
     where = base_url.rstrip("/") + path
     url = where + ("?" + urllib.parse.urlencode(params) if params else "")
     try:
-        with _OPENER.open(url, timeout=timeout) as response:
+        with (opener or _plain()).open(url, timeout=timeout) as response:
             body = response.read(MAX_BYTES + 1)
     except urllib.error.HTTPError as exc:
         raise FetchError(where, f"HTTP {exc.code} {exc.reason}") from None
     except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise FetchError(where, f"cannot connect: {reason}") from None
+        reason = failure_reason(exc)
+        raise FetchError(where, reason if reason.startswith("TLS") else f"cannot connect: {reason}") from None
     if len(body) > MAX_BYTES:
         raise FetchError(where, f"answer larger than {MAX_BYTES} bytes")
     try:
@@ -99,46 +117,55 @@ def _data(answer: Any, url: str) -> Any:
     return answer.get("data", {})
 
 
-def query(base_url: str, expr: str, timeout: float = TIMEOUT) -> list[tuple[dict[str, str], float]]:
+def query(
+    base_url: str, expr: str, timeout: float = TIMEOUT, *, opener: Opener | None = None
+) -> list[tuple[dict[str, str], float]]:
     """An instant query: each series' labels and value."""
-    data = _data(get_json(base_url, "/api/v1/query", {"query": expr}, timeout), base_url)
+    data = _data(get_json(base_url, "/api/v1/query", {"query": expr}, timeout, opener=opener), base_url)
     out = []
     for item in data.get("result", []):
         out.append((dict(item.get("metric", {})), float(item["value"][1])))
     return out
 
 
-def query_range(base_url: str, expr: str, *, start: float, end: float, step: int) -> list[float]:
+def query_range(
+    base_url: str, expr: str, *, start: float, end: float, step: int, opener: Opener | None = None
+) -> list[float]:
     """A range query of one series: its values, oldest first (empty when there is none)."""
     params = {"query": expr, "start": f"{start:.0f}", "end": f"{end:.0f}", "step": str(step)}
-    data = _data(get_json(base_url, "/api/v1/query_range", params), base_url)
+    data = _data(get_json(base_url, "/api/v1/query_range", params, opener=opener), base_url)
     result = data.get("result", [])
     return [float(v) for _, v in result[0].get("values", [])] if result else []
 
 
-def fetch_panels(base_url: str) -> list[Panel]:
+def fetch_panels(base_url: str, *, opener: Opener | None = None) -> list[Panel]:
     panels = []
     for title, unit, expr in PANELS:
-        result = query(base_url, expr)
+        result = query(base_url, expr, opener=opener)
         panels.append(Panel(title, unit, result[0][1] if result else None))
     return panels
 
 
-def fetch_utilisation(base_url: str, *, now: float, minutes: int = 30, step: int = 30) -> list[float]:
-    return query_range(base_url, UTILISATION, start=now - minutes * 60, end=now, step=step)
+def fetch_utilisation(
+    base_url: str, *, now: float, minutes: int = 30, step: int = 30, opener: Opener | None = None
+) -> list[float]:
+    return query_range(base_url, UTILISATION, start=now - minutes * 60, end=now, step=step, opener=opener)
 
 
-def fetch_energy(base_url: str, *, seconds_today: int) -> dict[str, float]:
+def fetch_energy(base_url: str, *, seconds_today: int, opener: Opener | None = None) -> dict[str, float]:
     """kWh per account since midnight (at least the last hour)."""
     hours = max(1, math.ceil(seconds_today / 3600))
-    result = query(base_url, ENERGY.format(range=f"{hours}h"))
+    result = query(base_url, ENERGY.format(range=f"{hours}h"), opener=opener)
     return {labels.get("account", "(none)"): value for labels, value in result}
 
 
-def fetch_alerts(base_url: str) -> list[Alert]:
+def fetch_alerts(base_url: str, *, opener: Opener | None = None) -> list[Alert]:
     """Alertmanager's firing alerts (active, not silenced or inhibited), worst first."""
     answer = get_json(
-        base_url, "/api/v2/alerts", {"active": "true", "silenced": "false", "inhibited": "false"}
+        base_url,
+        "/api/v2/alerts",
+        {"active": "true", "silenced": "false", "inhibited": "false"},
+        opener=opener,
     )
     if not isinstance(answer, list):
         raise FetchError(base_url, "alerts answer is not a list")

@@ -24,7 +24,14 @@ from typing import Any
 from vigil.basics.errors import VigilError
 from vigil.bundle.store import BundleStore
 from vigil.installer.lab.hosts import HOSTS, host_by_name
-from vigil.installer.ops import Invocation
+from vigil.installer.ops import (
+    Invocation,
+    SiteAccess,
+    curl_options,
+    failure_reason,
+    login_hint,
+    site_access,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -123,12 +130,14 @@ def _demo(args: argparse.Namespace, inv: Invocation) -> int:
         _run(home, "lab", "up", "--inventory", str(INVENTORY))
         _step("7. deploy the stack from the imported bundle (its own signed roles) with Ansible")
         _run(home, "deploy", "--inventory", str(INVENTORY))
+        # the deploy made the site CA and the API login: from here on the services answer over TLS
+        access = site_access(home)
         _step("8. every scrape target up, as VictoriaMetrics on mon01 sees it")
-        up = _wait_all_up()
+        up = _wait_all_up(access)
         for (job, instance), value in sorted(up.items()):
             print(f'  up{{job="{job}", instance="{instance}"}} = {value}')
         _step("9. a GPU fault end to end: a Slurm job on gpu01, its GPU 0 overheats, Alertmanager is told")
-        alert = _fault_to_alert(home)
+        alert = _fault_to_alert(home, access)
         month = datetime.now(UTC).strftime("%Y-%m")
         _step(f"10. this month's GPU usage per account and user, signed for the auditors ({month})")
         _run(home, "report", "usage", "--period", month)
@@ -141,7 +150,7 @@ def _demo(args: argparse.Namespace, inv: Invocation) -> int:
     print(f"\nOK: demo: bundle {bundle} built, verified and imported; state in {home}")
     if alert is not None:
         print(f"  the alert: {_describe(alert)}")
-        _print_addresses()
+        _print_addresses(home, site_access(home))
     _print_next(home, bundle, lab=not args.no_lab)
     return 0
 
@@ -224,25 +233,41 @@ def _print_next(home: Path, bundle: Path, *, lab: bool) -> None:
 
 
 _MON = host_by_name("mon01").ip
-VM_URL = f"http://{_MON}:8428"
-AM_URL = f"http://{_MON}:9093"
-VMALERT_URL = f"http://{_MON}:8880"
 GRAFANA_URL = f"http://{_MON}:3000"
 
-#: the web UIs a channel may bring; each is printed only once it has answered, assets included
-WEB_UIS = (
-    ("Grafana", f"{GRAFANA_URL}/login"),
-    ("VictoriaMetrics UI", f"{VM_URL}/vmui/"),
-    ("vmalert", f"{VMALERT_URL}/vmalert/groups"),
-    ("Alertmanager UI", f"{AM_URL}/"),
-)
-#: the APIs every channel has: (what, URL, how to ask from a shell)
-APIS = (
-    ("every target up", f"{VM_URL}/api/v1/query?query=min(up)", "(1 = all up)"),
-    ("scrape targets", f"{VM_URL}/targets", ""),
-    ("alert rules", f"{VMALERT_URL}/api/v1/rules", ""),
-    ("alerts now", f"{AM_URL}/api/v2/alerts", ""),
-)
+
+def vm_url(access: SiteAccess) -> str:
+    """VictoriaMetrics on the lab's mon01, in the site's scheme (https once deployed with TLS)."""
+    return access.url(_MON, 8428)
+
+
+def am_url(access: SiteAccess) -> str:
+    return access.url(_MON, 9093)
+
+
+def vmalert_url(access: SiteAccess) -> str:
+    return access.url(_MON, 8880)
+
+
+def web_uis(access: SiteAccess) -> tuple[tuple[str, str], ...]:
+    """The web UIs a channel may bring; each is printed only once it has answered, assets included."""
+    return (
+        ("Grafana", f"{GRAFANA_URL}/login"),
+        ("VictoriaMetrics UI", f"{vm_url(access)}/vmui/"),
+        ("vmalert", f"{vmalert_url(access)}/vmalert/groups"),
+        ("Alertmanager UI", f"{am_url(access)}/"),
+    )
+
+
+def apis(access: SiteAccess) -> tuple[tuple[str, str, str], ...]:
+    """The APIs every channel has: (what, URL, how to read the answer)."""
+    vm = vm_url(access)
+    return (
+        ("every target up", f"{vm}/api/v1/query?query=min(up)", "(1 = all up)"),
+        ("scrape targets", f"{vm}/targets", ""),
+        ("alert rules", f"{vmalert_url(access)}/api/v1/rules", ""),
+        ("alerts now", f"{am_url(access)}/api/v2/alerts", ""),
+    )
 
 
 class _Assets(html.parser.HTMLParser):
@@ -260,14 +285,14 @@ class _Assets(html.parser.HTMLParser):
             self.urls.append(str(a["src"]))
 
 
-def check_address(url: str, *, timeout: float = 5) -> str | None:
+def check_address(url: str, *, timeout: float = 5, access: SiteAccess | None = None) -> str | None:
     """None when URL answers 200 and so does every stylesheet and script its page loads from the same
-    server; else the reason, e.g. ``404 Not Found`` or ``404 Not Found for /static/app.css``."""
+    server (read with ACCESS: the site CA and login; default plain); else the reason, e.g.
+    ``404 Not Found`` or ``404 Not Found for /static/app.css``."""
     import urllib.error
     import urllib.parse
-    import urllib.request
 
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    opener = (access or SiteAccess()).opener()
 
     def get(u: str) -> tuple[str, bytes]:
         with opener.open(u, timeout=timeout) as resp:
@@ -278,7 +303,7 @@ def check_address(url: str, *, timeout: float = 5) -> str | None:
     except urllib.error.HTTPError as exc:
         return f"{exc.code} {exc.reason}"
     except (OSError, ValueError) as exc:
-        return f"no answer ({getattr(exc, 'reason', exc)})"
+        return f"no answer ({failure_reason(exc)})"
     if kind != "text/html":
         return None
     assets = _Assets()
@@ -293,42 +318,54 @@ def check_address(url: str, *, timeout: float = 5) -> str | None:
         except urllib.error.HTTPError as exc:
             return f"{exc.code} {exc.reason} for {urllib.parse.urlsplit(full).path}"
         except (OSError, ValueError) as exc:
-            return f"no answer for {urllib.parse.urlsplit(full).path} ({getattr(exc, 'reason', exc)})"
+            return f"no answer for {urllib.parse.urlsplit(full).path} ({failure_reason(exc)})"
     return None
 
 
-def _print_addresses() -> None:
-    """The web UIs that answer, the ones that do not (and why), and the API queries, all checked."""
+def address_lines(home: Path, access: SiteAccess, check: Callable[[str], str | None]) -> list[str]:
+    """What the demo prints of the lab's monitoring services: the web UIs that answer (CHECK gives
+    None), the ones that do not and why, how to log in when the site has TLS (the password's file,
+    never the password), and the API queries that answer, as curl commands."""
+    lines: list[str] = []
     broken: list[str] = []
-    for name, url in WEB_UIS:
-        why = check_address(url)
+    for name, url in web_uis(access):
+        why = check(url)
         if why is None:
-            print(f"  {name + ':':20} {url}")
+            lines.append(f"  {name + ':':20} {url}")
         elif not why.startswith("no answer") or name != "Grafana":
             broken.append(f"{name}: {why}")
+    hint = login_hint(home, access)
+    if hint:
+        lines.append(f"  VictoriaMetrics, vmalert and Alertmanager: {hint}")
     if broken:
-        print("  web UIs this channel's builds do not serve (see 'Web UIs' in the README):")
-        for b in broken:
-            print(f"    {b}")
-    print("  what answers from a shell:")
-    for what, url, note in APIS:
-        if check_address(url) is None:
-            print(f"    {what + ':':17} curl -s '{url}'{'   ' + note if note else ''}")
+        lines.append("  web UIs this channel's builds do not serve (see 'Web UIs' in the README):")
+        lines += [f"    {b}" for b in broken]
+    lines.append("  what answers from a shell:")
+    options = curl_options(home, access)
+    curl = f"curl -s {options} " if options else "curl -s "
+    for what, url, note in apis(access):
+        if check(url) is None:
+            lines.append(f"    {what + ':':17} {curl}'{url}'{'   ' + note if note else ''}")
+    return lines
+
+
+def _print_addresses(home: Path, access: SiteAccess) -> None:
+    """The web UIs that answer, the ones that do not (and why), and the API queries, all checked."""
+    for line in address_lines(home, access, lambda url: check_address(url, access=access)):
+        print(line)
 
 
 #: the demo's fault: thermal runaway on GPU 0 of gpu01, under a job of alice's in account physics
 FAULT_HOST, FAULT_GPU, FAULT_ALERT = "gpu01", "0", "GpuTemperatureCritical"
 
 
-def _get_json(url: str) -> Any:
+def _get_json(url: str, access: SiteAccess) -> Any:
     import json
     import urllib.parse
-    import urllib.request
 
     if urllib.parse.urlsplit(url).hostname not in {h.ip for h in HOSTS}:  # the lab's hosts only
         raise VigilError(url, "not a lab address")
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open(url, timeout=5) as resp:
+    with access.opener().open(url, timeout=5) as resp:
         return json.loads(resp.read())
 
 
@@ -360,7 +397,7 @@ def _describe(alert: dict[str, Any]) -> str:
     return f"{lab['alertname']} [{lab.get('severity', '?')}, {state}] {where}{job}"
 
 
-def _fault_to_alert(home: Path) -> dict[str, Any]:
+def _fault_to_alert(home: Path, access: SiteAccess) -> dict[str, Any]:
     """Run a job on gpu01, overheat its GPU 0, wait for the alert at Alertmanager, then undo both."""
     import urllib.parse
 
@@ -390,23 +427,24 @@ def _fault_to_alert(home: Path) -> dict[str, Any]:
     injected = False
     try:
         sel = f'DCGM_FI_DEV_GPU_TEMP{{instance="{FAULT_HOST}",gpu="{FAULT_GPU}",hpc_job="{job}"}}'
+        tagged = f"{vm_url(access)}/api/v1/query?query={urllib.parse.quote(sel)}"
         _poll(
             f"GPU {FAULT_GPU} of {FAULT_HOST} tagged with job {job}",
-            lambda: _get_json(f"{VM_URL}/api/v1/query?query={urllib.parse.quote(sel)}")["data"]["result"],
+            lambda: _get_json(tagged, access)["data"]["result"],
             120,
         )
         print(f'  job {job} runs on {FAULT_HOST}; its GPUs\' samples carry hpc_job="{job}"')
         _run(home, "lab", "fault", "thermal", FAULT_HOST, FAULT_GPU)
         injected = True
         print(
-            f"  waiting for {FAULT_ALERT} at Alertmanager ({AM_URL}); the temperature ramps 1 °C/s",
+            f"  waiting for {FAULT_ALERT} at Alertmanager ({am_url(access)}); the temperature ramps 1 °C/s",
             flush=True,
         )
 
         def mine() -> list[dict[str, Any]]:
             return [
                 a
-                for a in _get_json(f"{AM_URL}/api/v2/alerts")
+                for a in _get_json(f"{am_url(access)}/api/v2/alerts", access)
                 if a["labels"].get("instance") == FAULT_HOST and a["labels"].get("gpu") == FAULT_GPU
             ]
 
@@ -437,18 +475,17 @@ def _fault_to_alert(home: Path) -> dict[str, Any]:
         print(f"  fault cleared and job {job} cancelled; the alert resolves at the next evaluations")
 
 
-def _wait_all_up(timeout: float = 120) -> dict[tuple[str, str], str]:
+def _wait_all_up(access: SiteAccess, timeout: float = 120) -> dict[tuple[str, str], str]:
     """Poll VictoriaMetrics until every target reports up == 1 (or the time runs out)."""
     import json
     import time
-    import urllib.request
 
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # lab addresses only
+    opener = access.opener()  # lab addresses only, never a proxy
     deadline = time.monotonic() + timeout
     up: dict[tuple[str, str], str] = {}
     while time.monotonic() < deadline:
         try:
-            with opener.open(f"{VM_URL}/api/v1/query?query=up", timeout=5) as resp:
+            with opener.open(f"{vm_url(access)}/api/v1/query?query=up", timeout=5) as resp:
                 result = json.loads(resp.read())["data"]["result"]
             up = {
                 (r["metric"].get("job", ""), r["metric"].get("instance", "")): r["value"][1] for r in result

@@ -6,12 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from vigil.basics.errors import VigilError
 from vigil.installer import ops
 from vigil.installer.cli._common import json_option
 from vigil.installer.cli._output import emit_json, ok, showing_progress
 from vigil.installer.lab.hosts import ADMIN_IP, BRIDGE, GPUS_PER_NODE, HOSTS, SUBNET, host_by_name
 
-VM_URL = f"http://{host_by_name('mon01').ip}:8428"
+#: VictoriaMetrics on the lab's monitoring host
+VM_ADDRESS, VM_PORT = host_by_name("mon01").ip, 8428
 
 _ROLES = {"monitoring": "monitoring", "slurm_controller": "slurmctld, munge", "gpu_nodes": "slurmd"}
 
@@ -233,8 +235,21 @@ def _job(args: argparse.Namespace, inv: ops.Invocation) -> int:
         where = f"{job.state.lower() or 'submitted'}, not placed yet ({job.gpus} GPUs asked)"
     ok(f"job {job.job_id}", f"{where}; account {job.account}, user {job.user}, {job.seconds} s")
     sel = f'DCGM_FI_DEV_POWER_USAGE{{hpc_job="{job.job_id}"}}'
-    print(f"  its GPUs' samples: curl -s {VM_URL}/api/v1/query --data-urlencode 'query={sel}'")
+    print(f"  its GPUs' samples: {samples_command(inv.home, sel)}")
     return 0
+
+
+def samples_command(home: Path, selector: str) -> str:
+    """The curl command that reads SELECTOR's samples from the lab's VictoriaMetrics: over https
+    with the site CA and the API login (the password read from its file, never printed) on a site
+    deployed with TLS, plain http otherwise."""
+    try:
+        access = ops.site_access(home)
+    except VigilError as exc:  # the job ran; only the hint of how to read it is lost
+        return f"(cannot tell how to reach VictoriaMetrics: {exc})"
+    options = ops.curl_options(home, access)
+    curl = f"curl -s {options}" if options else "curl -s"
+    return f"{curl} {access.url(VM_ADDRESS, VM_PORT)}/api/v1/query --data-urlencode 'query={selector}'"
 
 
 def _fault(args: argparse.Namespace, inv: ops.Invocation) -> int:

@@ -13,6 +13,7 @@ queue the front end drains (:func:`start_deploy`).
 
 from __future__ import annotations
 
+from vigil.installer.access import SiteAccess, curl_options, failure_reason, login_hint, site_access
 from vigil.installer.ops._invocation import Bytes, Event, EventSink, Invocation, Step, audited, record
 from vigil.installer.ops.audit import audit_checkpoint, audit_export, audit_records, audit_verify
 from vigil.installer.ops.bundle import (
@@ -89,6 +90,7 @@ __all__ = [
     "Invocation",
     "NewKey",
     "Outcome",
+    "SiteAccess",
     "Split",
     "Step",
     "audit_checkpoint",
@@ -98,8 +100,10 @@ __all__ = [
     "audited",
     "build_bundle",
     "check_inventory",
+    "curl_options",
     "deploy_failure",
     "edit_shared_vars",
+    "failure_reason",
     "finish_deploy",
     "generate_key",
     "import_bundle",
@@ -117,6 +121,7 @@ __all__ = [
     "load_keys",
     "load_trust",
     "lock_channel",
+    "login_hint",
     "pki_init",
     "pki_issue",
     "pki_status",
@@ -136,6 +141,7 @@ __all__ = [
     "site_status",
     "show_trust",
     "sign_trust",
+    "site_access",
     "split_bundle",
     "start_deploy",
     "upgrade",

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from vigil.basics.errors import UsageError
+from vigil.installer.access import SiteAccess, site_access
 from vigil.installer.audit import AuditError, AuditLog
 from vigil.installer.ops._invocation import Invocation
 from vigil.installer.reports import (
@@ -58,9 +59,10 @@ def _generated_at(now: float | None) -> str:
     return datetime.fromtimestamp(_now(now), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def resolve_vm(home: Path, given: str | None) -> str:
+def resolve_vm(home: Path, given: str | None, access: SiteAccess | None = None) -> str:
     """The VictoriaMetrics to read: ``--vm``, else the monitoring host of the last successful deploy
-    recorded in the audit log (its ``ansible_host`` and ``victoriametrics_port``)."""
+    recorded in the audit log (its ``ansible_host`` and ``victoriametrics_port``), over https when
+    the site has TLS (ACCESS, else read from HOME)."""
     if given:
         return given
     how = "pass --vm URL (or set VIGIL_VM_URL)"
@@ -94,7 +96,14 @@ def resolve_vm(home: Path, given: str | None) -> str:
         raise ReportInputError(
             "--vm", f"cannot read the deployed inventory {inventory} ({exc}); {how}"
         ) from None
-    return f"http://{address}:{port}"
+    return (site_access(home) if access is None else access).url(address, port)
+
+
+def victoriametrics(home: Path, given: str | None) -> VictoriaMetrics:
+    """The client of the VictoriaMetrics to read (:func:`resolve_vm`), with the site's CA and API
+    login, also for a ``--vm`` given by hand."""
+    access = site_access(home)
+    return VictoriaMetrics(resolve_vm(home, given, access), access=access)
 
 
 def _period(
@@ -131,8 +140,7 @@ def report_usage(
     if account is not None and (not account or len(account) > 256 or not account.isprintable()):
         raise ReportInputError(f"--account {account!r}", "must be 1 to 256 printable characters")
     awarded, awarded_sha = load_allocations(allocations, p) if allocations else (None, None)
-    url = resolve_vm(inv.home, vm)
-    client = VictoriaMetrics(url)
+    client = victoriametrics(inv.home, vm)
     inv.details.update(period=p.label, start=p.start, end=p.end, account=account, vm=client.url)
     inv.step(f"reading {client.name} for {p.label}")
     usage = collect(client, p, account=account, progress=inv.step)
@@ -166,8 +174,7 @@ def report_energy(
         )
     p = clip_to_now(year_period(year, timezone or parsed.timezone), _now(now))
     inv.object = f"energy {p.label}"
-    url = resolve_vm(inv.home, vm)
-    client = VictoriaMetrics(url)
+    client = victoriametrics(inv.home, vm)
     inv.details.update(period=p.label, site=str(site), vm=client.url, strict=strict)
     readings = {}
     for name, meters in parsed.meters.items():

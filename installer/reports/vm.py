@@ -1,8 +1,11 @@
 """A small VictoriaMetrics client: instant and range queries, and raw samples (``/api/v1/export``).
 
 Every call passes ``nocache=1`` so a report never reads a response VictoriaMetrics cached before
-the data was complete. Errors name the server and the reason: unreachable, an HTTP error with
-VictoriaMetrics' own message, or an answer that is not what the API promises.
+the data was complete. Requests go as the site's :class:`~vigil.installer.access.SiteAccess` says:
+over TLS checked against the site CA and with the API login on a site deployed with TLS, plain http
+otherwise, never through a proxy. Errors name the server and the reason: unreachable, a TLS failure
+(a certificate the site CA did not issue, or for another name), an HTTP error with VictoriaMetrics'
+own message, or an answer that is not what the API promises.
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ import math
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from vigil.installer.access import SiteAccess, failure_reason
 from vigil.installer.reports.errors import ReportError, ReportInputError
 
 Labels = dict[str, str]
@@ -37,9 +41,13 @@ def check_url(url: str) -> str:
 class VictoriaMetrics:
     url: str
     timeout: float = 300.0
+    #: the site CA and login; None: plain, no login (system CAs for an https URL)
+    access: SiteAccess | None = None
+    _opener: urllib.request.OpenerDirector = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.url = check_url(self.url)
+        self._opener = (self.access or SiteAccess()).opener()
 
     @property
     def name(self) -> str:
@@ -51,16 +59,22 @@ class VictoriaMetrics:
         req = urllib.request.Request(f"{self.url}{path}", data=query.encode(), method="POST")  # noqa: S310
         req.add_header("Content-Type", "application/x-www-form-urlencoded")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310 - as above
+            with self._opener.open(req, timeout=self.timeout) as resp:
                 body: bytes = resp.read(MAX_BODY + 1)
         except urllib.error.HTTPError as exc:
             detail = exc.read(4096).decode("utf-8", "replace")
             with contextlib.suppress(ValueError, AttributeError):
                 detail = json.loads(detail).get("error", detail)
-            raise ReportError(self.name, f"{path}: HTTP {exc.code}: {detail.strip()[:400]}") from None
+            detail = " ".join(str(detail).split())[:400]
+            if exc.code == 401:
+                detail = f"{detail or 'Unauthorized'}; {(self.access or SiteAccess()).unauthorized(self.url)}"
+            raise ReportError(self.name, f"{path}: HTTP {exc.code}: {detail}") from None
         except (urllib.error.URLError, OSError, TimeoutError) as exc:
-            reason = getattr(exc, "reason", None) or exc
-            raise ReportError(self.name, f"unreachable: {reason}") from None
+            reason = failure_reason(exc)
+            if reason.startswith("TLS") and self.access is not None and self.access.ca_file:
+                reason = f"{reason} (checked against the site CA {self.access.ca_file})"
+            prefix = "" if reason.startswith("TLS") else "unreachable: "
+            raise ReportError(self.name, f"{prefix}{reason}") from None
         if len(body) > MAX_BODY:
             raise ReportError(self.name, f"{path}: answer larger than {MAX_BODY} bytes")
         return body

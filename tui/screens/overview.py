@@ -1,6 +1,9 @@
 """Overview: the cluster at a glance — the Grafana overview's panels read from VictoriaMetrics, and
 the firing alerts from Alertmanager with job, user and account — refreshed every 5 seconds while shown.
 
+On a site deployed with TLS (the site CA and the API password in the state root) both are read
+over https, checked against the site CA, with the API login; otherwise over plain http.
+
 Reading metrics changes nothing and is not an operation of the appliance: no audit record.
 """
 
@@ -19,13 +22,17 @@ from textual.containers import Horizontal
 from textual.timer import Timer
 from textual.widgets import Button, DataTable, Input, Label, Sparkline, Static
 
+from vigil.basics.errors import VigilError
+from vigil.installer.ops import SiteAccess, site_access
 from vigil.tui import overview
 from vigil.tui.screens._base import VigilScreen
 from vigil.tui.widgets import ResultLine, to_ui
 
-#: the lab's monitoring host (docs/lab.md); a site sets VIGIL_VM_URL and VIGIL_ALERTMANAGER_URL
-DEFAULT_VM = "http://198.18.0.10:8428"
-DEFAULT_AM = "http://198.18.0.10:9093"
+#: the lab's monitoring host (docs/lab.md) and the ports of VictoriaMetrics and Alertmanager; a site
+#: sets VIGIL_VM_URL and VIGIL_ALERTMANAGER_URL
+LAB_MONITORING = "198.18.0.10"
+VM_PORT = 8428
+AM_PORT = 9093
 #: seconds between refreshes, as the Grafana overview's
 INTERVAL = 5.0
 
@@ -39,19 +46,38 @@ class Snapshot:
     failures: list[str] = field(default_factory=list)
 
 
-def take_snapshot(vm_url: str, am_url: str, now: datetime | None = None) -> Snapshot:
-    """Everything the screen shows, read once; what could not be read is a ``FAIL:`` line each."""
+def default_urls(access: SiteAccess) -> tuple[str, str]:
+    """The VictoriaMetrics and Alertmanager the screen starts with: ``$VIGIL_VM_URL`` and
+    ``$VIGIL_ALERTMANAGER_URL``, else the lab's monitoring host in the site's scheme."""
+    return (
+        os.environ.get("VIGIL_VM_URL") or access.url(LAB_MONITORING, VM_PORT),
+        os.environ.get("VIGIL_ALERTMANAGER_URL") or access.url(LAB_MONITORING, AM_PORT),
+    )
+
+
+def _lab_defaults(port: int) -> set[str]:
+    return {f"{scheme}://{LAB_MONITORING}:{port}" for scheme in ("http", "https")}
+
+
+def take_snapshot(
+    vm_url: str, am_url: str, now: datetime | None = None, *, access: SiteAccess | None = None
+) -> Snapshot:
+    """Everything the screen shows, read once with ACCESS (default: plain, no login); what could not
+    be read is a ``FAIL:`` line each."""
     now = now or datetime.now(UTC)
+    opener = (access or SiteAccess()).opener()
     snap = Snapshot()
     try:
-        snap.panels = overview.fetch_panels(vm_url)
-        snap.utilisation = overview.fetch_utilisation(vm_url, now=now.timestamp())
+        snap.panels = overview.fetch_panels(vm_url, opener=opener)
+        snap.utilisation = overview.fetch_utilisation(vm_url, now=now.timestamp(), opener=opener)
         midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-        snap.energy = overview.fetch_energy(vm_url, seconds_today=int((now - midnight).total_seconds()))
+        snap.energy = overview.fetch_energy(
+            vm_url, seconds_today=int((now - midnight).total_seconds()), opener=opener
+        )
     except overview.FetchError as exc:
         snap.failures.append(f"FAIL: {exc}")
     try:
-        snap.alerts = overview.fetch_alerts(am_url)
+        snap.alerts = overview.fetch_alerts(am_url, opener=opener)
     except overview.FetchError as exc:
         snap.failures.append(f"FAIL: {exc}")
     return snap
@@ -85,13 +111,22 @@ class OverviewScreen(VigilScreen):
         self.snapshot: Snapshot | None = None
         self._timer: Timer | None = None
 
+    def _access(self) -> tuple[SiteAccess, str | None]:
+        """The site's access as the state root says now (a deploy may have moved it to TLS since
+        the screen was made), or plain access and the ``FAIL:`` line of why it cannot be read."""
+        try:
+            return site_access(self.session.home), None
+        except VigilError as exc:
+            return SiteAccess(), f"FAIL: {exc}"
+
     def body(self) -> ComposeResult:
+        vm_url, am_url = default_urls(self._access()[0])
         with Horizontal(classes="row"):
             yield Label("VictoriaMetrics")
-            yield Input(os.environ.get("VIGIL_VM_URL", DEFAULT_VM), id="vm", compact=True)
+            yield Input(vm_url, id="vm", compact=True)
         with Horizontal(classes="row"):
             yield Label("Alertmanager")
-            yield Input(os.environ.get("VIGIL_ALERTMANAGER_URL", DEFAULT_AM), id="am", compact=True)
+            yield Input(am_url, id="am", compact=True)
             yield Button("Refresh", id="refresh", compact=True)
         yield ResultLine(id="result")
         yield Static("", id="panels", markup=False)
@@ -118,11 +153,22 @@ class OverviewScreen(VigilScreen):
     @on(Input.Submitted)
     @on(Button.Pressed, "#refresh")
     def action_refresh(self) -> None:
-        self._fetch(self.query_one("#vm", Input).value.strip(), self.query_one("#am", Input).value.strip())
+        access, failure = self._access()
+        for name, port in (("vm", VM_PORT), ("am", AM_PORT)):
+            box = self.query_one(f"#{name}", Input)
+            wanted = access.url(LAB_MONITORING, port)
+            if box.value.strip() in _lab_defaults(port) and box.value != wanted:
+                box.value = wanted  # the lab's default follows the site's scheme
+        self._fetch(
+            self.query_one("#vm", Input).value.strip(),
+            self.query_one("#am", Input).value.strip(),
+            access,
+            failure,
+        )
 
     @work(thread=True, exclusive=True, group="overview", exit_on_error=False)
-    def _fetch(self, vm_url: str, am_url: str) -> None:
-        snap = take_snapshot(vm_url, am_url)
+    def _fetch(self, vm_url: str, am_url: str, access: SiteAccess, failure: str | None) -> None:
+        snap = Snapshot(failures=[failure]) if failure else take_snapshot(vm_url, am_url, access=access)
         to_ui(self.app, self._show, snap)
 
     def _show(self, snap: Snapshot) -> None:

@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from vigil.installer.cli.demo import check_address, next_commands
+from tests.helpers.tls_site import PASSWORD, make_site, serve
+from vigil.installer.access import SiteAccess, site_access
+from vigil.installer.cli.demo import address_lines, check_address, next_commands
+from vigil.installer.cli.lab import samples_command
 from vigil.installer.lab.jobs import parse_placement
 
 PAGES = {
@@ -100,6 +103,58 @@ def test_next_commands_use_the_installed_root_and_the_lab_inventory(tmp_path: Pa
     assert not any("--trust" in c for c in cmds), cmds  # the demo installs its trust root
     assert "deploy --inventory inventories/lab --check" in cmds
     assert next_commands(tmp_path, tmp_path / "b", lab=False)[-1] == "audit verify"
+
+
+def test_a_tls_page_is_checked_with_the_site_ca_and_login(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    issued = make_site(home)
+    access = site_access(home)
+    with serve(lambda r: (200, b"{}"), tls=issued) as server:
+        assert check_address(f"{server.url}/vmui/", access=access) is None
+        why = check_address(f"{server.url}/vmui/")  # without the site CA: not trusted
+    assert why is not None and why.startswith("no answer (TLS: the server's certificate is not trusted: ")
+    assert [r.authorization is not None for r in server.seen] == [True]
+
+
+def test_the_addresses_of_a_tls_site_are_https_with_how_to_log_in(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    make_site(home)
+    text = "\n".join(address_lines(home, site_access(home), lambda url: None))
+    assert PASSWORD not in text
+    assert "  VictoriaMetrics UI:  https://198.18.0.10:8428/vmui/" in text
+    assert "  Grafana:             http://198.18.0.10:3000/login" in text  # Grafana is not the site's TLS yet
+    assert "  vmalert:             https://198.18.0.10:8880/vmalert/groups" in text
+    assert "  Alertmanager UI:     https://198.18.0.10:9093/" in text
+    assert (
+        f"log in as vigil-api with the password in {home}/secrets/api.password; "
+        f"the site CA is {home}/secrets/pki/ca.crt"
+    ) in text
+    curl = f'curl -s --cacert {home}/secrets/pki/ca.crt -u vigil-api:"$(cat {home}/secrets/api.password)"'
+    assert f"    alerts now:       {curl} 'https://198.18.0.10:9093/api/v2/alerts'" in text
+    assert "http://198.18.0.10:8428" not in text
+
+
+def test_the_addresses_of_a_plain_site_are_as_before(tmp_path: Path) -> None:
+    down = "no answer (Connection refused)"
+    lines = address_lines(tmp_path, SiteAccess(), lambda url: down if ":3000" in url else None)
+    assert "  VictoriaMetrics UI:  http://198.18.0.10:8428/vmui/" in lines
+    assert not any("Grafana" in line or "log in" in line for line in lines)
+    assert "    scrape targets:   curl -s 'http://198.18.0.10:8428/targets'" in lines
+
+
+def test_lab_job_prints_how_to_read_its_samples(tmp_path: Path) -> None:
+    sel = 'DCGM_FI_DEV_POWER_USAGE{hpc_job="7"}'
+    assert samples_command(tmp_path, sel) == (
+        f"curl -s http://198.18.0.10:8428/api/v1/query --data-urlencode 'query={sel}'"
+    )
+    make_site(tmp_path)
+    secrets = tmp_path / "secrets"
+    assert samples_command(tmp_path, sel) == (
+        f'curl -s --cacert {secrets}/pki/ca.crt -u vigil-api:"$(cat {secrets}/api.password)" '
+        f"https://198.18.0.10:8428/api/v1/query --data-urlencode 'query={sel}'"
+    )
+    (secrets / "api.password").chmod(0o644)
+    assert samples_command(tmp_path, sel).startswith("(cannot tell how to reach VictoriaMetrics: ")
 
 
 # `scontrol show job -d 1` on the lab's Slurm 22.05, as it answered for a 4-GPU job on gpu01

@@ -3,7 +3,9 @@ real ones), and its queries held to the Grafana overview dashboard's."""
 
 from __future__ import annotations
 
+import base64
 import json
+import ssl
 import threading
 import urllib.parse
 from collections.abc import Iterator
@@ -16,7 +18,12 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Sparkline
 from tui_helpers import drive, settle
 
+from tests.helpers.tls_site import make_site
+from vigil.installer import pki
+from vigil.installer.access import SiteAccess, site_access
+from vigil.installer.pki import Issued
 from vigil.tui import VigilApp, overview
+from vigil.tui.screens import overview as screen
 from vigil.tui.widgets import ResultLine
 
 REPO = Path(__file__).resolve().parents[3]
@@ -51,6 +58,7 @@ class Stub(BaseHTTPRequestHandler):
     """Just enough of /api/v1/query, /api/v1/query_range and /api/v2/alerts; it keeps what it was asked."""
 
     asked: list[tuple[str, dict[str, str]]] = []
+    logins: list[str | None] = []
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -59,6 +67,7 @@ class Stub(BaseHTTPRequestHandler):
         url = urllib.parse.urlsplit(self.path)
         params = dict(urllib.parse.parse_qsl(url.query))
         self.asked.append((url.path, params))
+        self.logins.append(self.headers.get("Authorization"))
         body: Any
         if url.path == "/api/v1/query":
             expr = params["query"]
@@ -88,17 +97,39 @@ class Stub(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-@pytest.fixture
-def stub() -> Iterator[str]:
-    Stub.asked = []
+def _serve(tls: Issued | None = None) -> Iterator[str]:
+    Stub.asked, Stub.logins = [], []
     server = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
+    if tls is not None:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(tls.cert, tls.key)
+        server.socket = ctx.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield f"{'https' if tls else 'http'}://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def stub() -> Iterator[str]:
+    yield from _serve()
+
+
+@pytest.fixture
+def tls_home(tmp_path: Path) -> Path:
+    """A state root of a site deployed with TLS: the site CA, the API password."""
+    home = tmp_path / "home"
+    make_site(home)
+    return home
+
+
+@pytest.fixture
+def tls_stub(tls_home: Path) -> Iterator[str]:
+    """The stub over https, with a certificate for 127.0.0.1 from TLS_HOME's site CA."""
+    yield from _serve(pki.issue(tls_home, "mon01", ips=["127.0.0.1"]))
 
 
 def test_the_queries_are_the_dashboards() -> None:
@@ -178,3 +209,69 @@ def test_the_screen_shows_panels_and_alerts(
         ["P1", "GpuTemperatureHigh", "gpu01:9400", "4242", "ada", "physics", "2026-12-01 03:00:00"]
     ]
     assert not (tmp_path / "home" / "audit").exists()  # reading the cluster is not an audited action
+
+
+def test_a_tls_site_is_read_with_its_ca_and_login(tls_stub: str, tls_home: Path) -> None:
+    access = site_access(tls_home)
+    snap = screen.take_snapshot(tls_stub, tls_stub, access=access)
+    assert snap.failures == []
+    assert [p.text() for p in snap.panels][:2] == ["7", "8"] and len(snap.alerts) == 1
+    assert len(Stub.logins) == 8 and set(Stub.logins) == {
+        "Basic " + base64.b64encode(f"vigil-api:{access.password}".encode()).decode()
+    }
+    plain = screen.take_snapshot(tls_stub, tls_stub)  # no site CA: the server is not trusted
+    assert plain.failures[0].startswith(
+        f"FAIL: {tls_stub}/api/v1/query: TLS: the server's certificate is not trusted: "
+    )
+    assert len(Stub.logins) == 8  # and it was sent nothing
+
+
+def test_the_defaults_take_the_sites_scheme(tls_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VIGIL_VM_URL", raising=False)
+    monkeypatch.delenv("VIGIL_ALERTMANAGER_URL", raising=False)
+    assert screen.default_urls(SiteAccess()) == ("http://198.18.0.10:8428", "http://198.18.0.10:9093")
+    assert screen.default_urls(site_access(tls_home)) == (
+        "https://198.18.0.10:8428",
+        "https://198.18.0.10:9093",
+    )
+    monkeypatch.setenv("VIGIL_VM_URL", "https://vm.example:8428")
+    monkeypatch.setenv("VIGIL_ALERTMANAGER_URL", "http://am.example:9093")
+    assert screen.default_urls(site_access(tls_home)) == ("https://vm.example:8428", "http://am.example:9093")
+
+
+def test_the_screen_follows_a_deploy_to_tls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lab's default URLs become https once a deploy has made the site CA and the login, and the
+    reads use them; an operator's own URL is left as typed."""
+    monkeypatch.delenv("VIGIL_VM_URL", raising=False)
+    monkeypatch.delenv("VIGIL_ALERTMANAGER_URL", raising=False)
+    home = tmp_path / "home"
+    reads: list[tuple[str, str, SiteAccess | None]] = []
+
+    def fake(vm_url: str, am_url: str, now: Any = None, *, access: SiteAccess | None = None) -> Any:
+        reads.append((vm_url, am_url, access))
+        return screen.Snapshot()
+
+    monkeypatch.setattr(screen, "take_snapshot", fake)
+    seen: dict[str, Any] = {}
+
+    async def scenario(app: VigilApp, pilot: Pilot[None]) -> None:
+        await settle(app, pilot)
+        seen["before"] = app.screen.query_one("#vm", Input).value
+        make_site(home)
+        seen["access"] = site_access(home)
+        app.screen.query_one("#am", Input).value = "https://am.example:9093"
+        await pilot.press("ctrl+r")
+        await settle(app, pilot)
+        seen["after"] = (app.screen.query_one("#vm", Input).value, app.screen.query_one("#am", Input).value)
+        (home / "secrets" / "api.password").chmod(0o644)
+        await pilot.press("ctrl+r")
+        await settle(app, pilot)
+        seen["refused"] = app.screen.query_one("#result", ResultLine).lines
+
+    drive(home, scenario, start="overview")
+    assert seen["before"] == "http://198.18.0.10:8428"
+    assert seen["after"] == ("https://198.18.0.10:8428", "https://am.example:9093")
+    assert reads[0][2] == SiteAccess()
+    assert reads[-1] == (*seen["after"], seen["access"]) and seen["access"].tls
+    assert len(seen["refused"]) == 1 and seen["refused"][0].startswith(f"FAIL: {home}/secrets/api.password: ")
+    assert "chmod 600 it" in seen["refused"][0]
