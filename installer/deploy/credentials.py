@@ -1,8 +1,16 @@
-"""The site's scrape credential: the password VictoriaMetrics gives every exporter it scrapes.
+"""The site's two credentials, generated on the admin host at the first deploy that issues
+certificates, never a default:
 
-Generated on the admin host at the first deploy that issues certificates, never a default:
-``secrets/scrape.password`` (40 random letters and digits, 0600) and beside it two derived forms
-the exporters check it against, neither of which gives the password back:
+- the **scrape** credential (user ``vigil-scrape``, ``secrets/scrape.password``): what
+  VictoriaMetrics gives every exporter it scrapes;
+- the **API** credential (user ``vigil-api``, ``secrets/api.password``): the login of the
+  monitoring services' APIs and UIs (VictoriaMetrics, vmalert, Alertmanager), used by vmalert,
+  Grafana's data source, VictoriaMetrics' scrape of the monitoring services, and vigil's own
+  clients on the admin host (reports, the TUI, the demo). VictoriaMetrics and vmalert know one
+  user each (``-httpAuth.*``), so operators share this login.
+
+Each password is 40 random letters and digits (0600); beside it sit two derived forms the servers
+check it against, neither of which gives the password back:
 
 - ``scrape.password.bcrypt`` — its bcrypt hash, for the ``basic_auth_users`` of the Prometheus
   exporter toolkit's web configuration (node_exporter, dcgm-exporter);
@@ -10,8 +18,8 @@ the exporters check it against, neither of which gives the password back:
   a fast hash is enough for 238 random bits).
 
 Both are 0644 (public: what a host keeps anyway) and made again only when they no longer match the
-password, so a rerun changes no exporter's configuration. Replace the password by deleting
-``scrape.password``; the next deploy makes a new one and moves every exporter and the scraper to it.
+password, so a rerun changes no exporter's configuration. Replace a password by deleting
+it; the next deploy makes a new one and moves every server and client to it.
 Links and files of others are refused, and every file is staged and renamed into place.
 """
 
@@ -33,6 +41,8 @@ from vigil.basics.errors import VigilError
 
 #: the user name every exporter accepts and VictoriaMetrics sends
 SCRAPE_USER = "vigil-scrape"
+#: the login of the monitoring services' APIs and UIs
+API_USER = "vigil-api"
 _ALPHABET = string.ascii_letters + string.digits
 _LENGTH = 40
 #: bcrypt's work factor: each exporter checks it once and caches the result (exporter toolkit)
@@ -45,7 +55,10 @@ class CredentialError(VigilError):
 
 
 @dataclass(frozen=True)
-class ScrapeCredential:
+class Credential:
+    #: "scrape" or "api": the prefix of its files and of its Ansible variables
+    kind: str
+    user: str
     password_file: Path
     bcrypt_file: Path
     sha256_file: Path
@@ -53,17 +66,30 @@ class ScrapeCredential:
     made: tuple[str, ...] = ()
 
     def extravars(self) -> dict[str, str]:
+        k = self.kind
         return {
-            "vigil_scrape_user": SCRAPE_USER,
-            "vigil_scrape_password_file": str(self.password_file),
-            "vigil_scrape_bcrypt_file": str(self.bcrypt_file),
-            "vigil_scrape_sha256_file": str(self.sha256_file),
+            f"vigil_{k}_user": self.user,
+            f"vigil_{k}_password_file": str(self.password_file),
+            f"vigil_{k}_bcrypt_file": str(self.bcrypt_file),
+            f"vigil_{k}_sha256_file": str(self.sha256_file),
         }
 
 
-def _paths(home: Path) -> tuple[Path, Path, Path]:
-    base = home / "secrets" / "scrape.password"
+#: the scrape credential's type, by its older name
+ScrapeCredential = Credential
+_USERS = {"scrape": SCRAPE_USER, "api": API_USER}
+
+
+def _paths(home: Path, kind: str) -> tuple[Path, Path, Path]:
+    base = home / "secrets" / f"{kind}.password"
     return base, base.with_name(base.name + ".bcrypt"), base.with_name(base.name + ".sha256")
+
+
+def read_password(home: Path, kind: str) -> str | None:
+    """The password of the site's ``kind`` credential (None when the site has none yet), read
+    under the same rules as when it is made: a 0600 regular file of this user, not a link."""
+    data = _read(_paths(home, kind)[0], secret=True)
+    return None if data is None else data.decode("ascii", "replace").strip()
 
 
 def _read(path: Path, *, secret: bool) -> bytes | None:
@@ -96,10 +122,20 @@ def _write(path: Path, data: bytes, mode: int) -> None:
     write_file_atomic(path, data, mode=mode)
 
 
-def scrape_credential(home: Path, *, create: bool = True) -> ScrapeCredential | None:
+def scrape_credential(home: Path, *, create: bool = True) -> Credential | None:
     """The site's scrape credential, made (or its derived files remade) as needed; with
     ``create=False`` (a check run) only what exists, or None."""
-    pw_file, bc_file, sha_file = _paths(home)
+    return site_credential(home, "scrape", create=create)
+
+
+def api_credential(home: Path, *, create: bool = True) -> Credential | None:
+    """The site's API credential, as :func:`scrape_credential`."""
+    return site_credential(home, "api", create=create)
+
+
+def site_credential(home: Path, kind: str, *, create: bool = True) -> Credential | None:
+    user = _USERS[kind]
+    pw_file, bc_file, sha_file = _paths(home, kind)
     secrets_dir = pw_file.parent
     if secrets_dir.is_symlink():
         raise CredentialError(str(secrets_dir), "is a link; the site's secrets must not lead elsewhere")
@@ -120,7 +156,7 @@ def scrape_credential(home: Path, *, create: bool = True) -> ScrapeCredential | 
     if not create:
         if _read(bc_file, secret=False) is None or _read(sha_file, secret=False) is None:
             return None
-        return ScrapeCredential(pw_file, bc_file, sha_file)
+        return Credential(kind, user, pw_file, bc_file, sha_file)
 
     hashed = _read(bc_file, secret=False)
     try:
@@ -135,4 +171,25 @@ def scrape_credential(home: Path, *, create: bool = True) -> ScrapeCredential | 
     if current is None or not hmac.compare_digest(current.strip(), digest):
         _write(sha_file, digest + b"\n", 0o644)
         made.append(sha_file.name)
-    return ScrapeCredential(pw_file, bc_file, sha_file, tuple(made))
+    return Credential(kind, user, pw_file, bc_file, sha_file, tuple(made))
+
+
+def metrics_key(home: Path, *, create: bool = True) -> tuple[Path, bool] | None:
+    """The site's key for the monitoring services' own ``/metrics`` (VictoriaMetrics' and
+    vmalert's ``-metricsAuthKey``: with it, ``/metrics`` wants ``?authKey=`` and not the login),
+    ``secrets/metrics.key`` (0600): (its path, whether it was made now), or None in a check run of a
+    site that has none yet."""
+    path = home / "secrets" / "metrics.key"
+    if path.parent.is_symlink():
+        raise CredentialError(str(path.parent), "is a link; the site's secrets must not lead elsewhere")
+    key = _read(path, secret=True)
+    if key is not None:
+        key = key.strip()
+        if len(key) < 12 or not key.isascii() or not key.isalnum():
+            raise CredentialError(str(path), "is not a key of 12 or more letters and digits")
+        return path, False
+    if not create:
+        return None
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _write(path, "".join(secrets.choice(_ALPHABET) for _ in range(_LENGTH)).encode() + b"\n", 0o600)
+    return path, True

@@ -8,7 +8,8 @@ certificate is issued again only on the CA's own rule (missing, not the CA's, ot
 the host's certificate and key to ``/etc/vigil/tls/``, where node_exporter's expiry scan reads them.
 
 The same step makes the site's scrape credential (``deploy/credentials.py``) that the exporters,
-now served over TLS, ask VictoriaMetrics for.
+now served over TLS, ask VictoriaMetrics for, and the API credential the monitoring services'
+APIs and UIs ask everyone for.
 
 A ``--check`` run issues nothing: it copies what the store already holds, so a host whose
 certificate is still to be issued shows no drift for it until the real run.
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vigil.installer import pki
-from vigil.installer.deploy.credentials import ScrapeCredential, scrape_credential
+from vigil.installer.deploy.credentials import Credential, api_credential, metrics_key, scrape_credential
 from vigil.installer.deploy.inventory import Inventory
 
 
@@ -43,12 +44,17 @@ class HostCertificates:
     issued: dict[str, str] = field(default_factory=dict)
     #: hosts whose certificate the store holds, to be copied to them
     hosts: list[str] = field(default_factory=list)
-    #: the scrape credential (None in a check run of a site that has none yet)
-    scrape: ScrapeCredential | None = None
+    #: the scrape and API credentials (None in a check run of a site that has none yet)
+    scrape: Credential | None = None
+    api: Credential | None = None
+    #: the monitoring services' /metrics key, and whether it was made now
+    metrics_key: tuple[Path, bool] | None = None
 
     def summary(self) -> dict[str, object]:
         """For the audit record and --json: what was made and issued."""
-        made = list(self.scrape.made) if self.scrape is not None else []
+        made = [m for c in (self.scrape, self.api) if c is not None for m in c.made]
+        if self.metrics_key is not None and self.metrics_key[1]:
+            made.append(self.metrics_key[0].name)
         return {
             "ca_made": self.ca_made,
             "issued": self.issued,
@@ -61,8 +67,11 @@ class HostCertificates:
             "vigil_pki_dir": str(pki.PkiPaths.of(home).root),
             "vigil_tls_hosts": sorted(self.hosts),
         }
-        if self.scrape is not None:
-            out.update(self.scrape.extravars())
+        for cred in (self.scrape, self.api):
+            if cred is not None:
+                out.update(cred.extravars())
+        if self.metrics_key is not None:
+            out["vigil_metrics_key_file"] = str(self.metrics_key[0])
         return out
 
 
@@ -75,12 +84,16 @@ def host_certificates(home: Path, inventory: Inventory, *, check: bool) -> HostC
         if paths.ca_cert.is_file():
             out.hosts = [h for h in hosts if (paths.issued(h) / "server.crt").is_file()]
         out.scrape = scrape_credential(home, create=False)
+        out.api = api_credential(home, create=False)
+        out.metrics_key = metrics_key(home, create=False)
         return out
     # made once, unencrypted, for a site that has none; an existing CA is checked by each issue,
     # which needs its key only to issue
     exists = paths.ca_cert.exists() or paths.ca_cert.is_symlink() or paths.ca_key.exists()
     out.ca_made = False if exists else pki.init_ca(home)
     out.scrape = scrape_credential(home)
+    out.api = api_credential(home)
+    out.metrics_key = metrics_key(home)
     for host in hosts:
         dns, ips = names_of(inventory.addresses.get(host, ""))
         try:

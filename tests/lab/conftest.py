@@ -30,6 +30,7 @@ import pytest
 from tests.helpers.cli import Vigil
 from tests.helpers.measured import FIGURES
 from tests.helpers.release import Imported
+from tests.lab import labhttp
 from vigil.installer import lab as lab_api
 from vigil.installer.lab import HOSTS, LabPaths, state
 from vigil.installer.lab._proc import TOOLS
@@ -144,6 +145,7 @@ class _Stacks:
             secs = time.monotonic() - t0
             FIGURES.add("lab: first deploy of the stack", secs, "tests/lab (deployed_stack)")
             self.current = DeployedStack(imported=self.imported, first=first, first_secs=secs, boot=boot)
+        labhttp.use_site(self.imported.home)
         return self.current
 
 

@@ -1,6 +1,9 @@
-"""HTTP to the lab's monitoring host, for lab tests: VictoriaMetrics, vmalert and Alertmanager on mon01.
+"""HTTPS to the lab's monitoring host, for lab tests: VictoriaMetrics, vmalert and Alertmanager on mon01.
 
-Only mon01's address (from vigil.installer.lab.hosts) is ever asked (asserted), with proxies ignored.
+The deployed stack serves them over TLS (the site CA) to the site's API login: `use_site` (called by
+the deployed_stack fixture) reads both from the deploy's home, as vigil's own clients do
+(vigil.installer.access). Only mon01's address (from vigil.installer.lab.hosts) is ever asked
+(asserted), with proxies ignored.
 """
 
 from __future__ import annotations
@@ -10,27 +13,43 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
+from vigil.installer.access import SiteAccess, site_access
 from vigil.installer.lab.hosts import host_by_name
 
 #: the monitoring host's address
 MON = host_by_name("mon01").ip
 #: the components' own default ports, which the lab keeps
-VM = f"http://{MON}:8428"
-VMALERT = f"http://{MON}:8880"
-ALERTMANAGER = f"http://{MON}:9093"
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+VM = f"https://{MON}:8428"
+VMALERT = f"https://{MON}:8880"
+ALERTMANAGER = f"https://{MON}:9093"
+_site: list[SiteAccess] = []
+
+
+def use_site(home: Path) -> None:
+    """Reach the services with the site CA and the API login of the deploy whose home is HOME."""
+    access = site_access(home)
+    assert access.tls, f"{home}: the deploy left no site CA or API credential"
+    _site[:] = [access]
+
+
+def opener() -> urllib.request.OpenerDirector:
+    """An opener that checks mon01's certificate against the site CA and sends the API login."""
+    assert _site, "no deployed stack yet (the deployed_stack fixture calls use_site)"
+    return _site[0].opener()
+
 
 T = TypeVar("T")
 
 
 def get(url: str, timeout: float = 20) -> tuple[int, str]:
     """GET URL on mon01: (HTTP status, body)."""
-    assert url.startswith(f"http://{MON}:"), url  # the lab only
-    with _NO_PROXY.open(url, timeout=timeout) as resp:
+    assert url.startswith(f"https://{MON}:"), url  # the lab only
+    with opener().open(url, timeout=timeout) as resp:
         return resp.status, resp.read().decode()
 
 

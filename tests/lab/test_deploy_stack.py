@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tests.lab import labhttp
 from tests.lab.labhttp import ALERTMANAGER, VM, VMALERT, get, query
 
 if TYPE_CHECKING:
@@ -288,11 +289,11 @@ def test_deleting_series_needs_the_key_the_controller_keeps(lab: Any, stack: Dep
     key_file = stack.home / "secrets" / "victoriametrics-delete-auth-key-mon01"
     assert oct(key_file.stat().st_mode & 0o777) == "0o600"
     key = key_file.read_text().strip()
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    opener = labhttp.opener()  # the API login: the key is asked for on top of it
 
     def delete(auth: str | None) -> int:
         form = {"match[]": '{__name__="vigil_test_never_written"}', **({"authKey": auth} if auth else {})}
-        req = urllib.request.Request(  # noqa: S310 - VM is the lab's http://198.18.0.10:8428
+        req = urllib.request.Request(  # noqa: S310 - VM is the lab's https://198.18.0.10:8428
             f"{VM}/api/v1/admin/tsdb/delete_series", data=urllib.parse.urlencode(form).encode()
         )
         try:

@@ -1,11 +1,12 @@
 """Every TCP listener of the stack on every lab host, found with `ss -ltnp`, attacked from outside.
 
 The sockets are discovered on each host (never a list kept by hand): every listening socket of a
-process in one of the stack's units (`vigil-*.service`). Each one that serves TLS must refuse plain
-HTTP, answer 401 over TLS without the scrape credential or with a wrong one, serve its metrics with
-it, and present a certificate of the site CA only (a client trusting another CA refuses it). The
-listeners not yet moved to TLS are named in PLAIN, so that a new plain one fails the test and the
-list only shrinks.
+process in one of the stack's units (`vigil-*.service`). Every one must refuse plain HTTP and present
+a certificate of the site CA only (a client trusting another CA refuses it). An exporter answers 401
+over TLS without the scrape credential or with a wrong one, and serves its metrics with it. A
+monitoring service (VictoriaMetrics, vmalert, Alertmanager) answers 401 on its API without the API
+login, with a wrong one, and with the scrape credential, and answers with the login; its own
+/metrics wants the login (Alertmanager) or the site's metrics key (VictoriaMetrics, vmalert).
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.lab
 
-#: (unit, port) still served in plain HTTP: the monitoring services, the next step of the TLS work
-#: (docs/security.md)
-PLAIN = {
-    ("vigil-victoriametrics", 8428),
-    ("vigil-vmalert", 8880),
-    ("vigil-alertmanager", 9093),
+#: the monitoring services: a path of their API that carries data, which must want the API login
+MONITORING = {
+    "vigil-victoriametrics": "/api/v1/query?query=up",
+    "vigil-vmalert": "/api/v1/rules",
+    "vigil-alertmanager": "/api/v2/alerts",
 }
+#: those whose own /metrics wants the site's metrics key (-metricsAuthKey) rather than the login
+METRICS_KEY = {"vigil-victoriametrics", "vigil-vmalert"}
 #: the lab's simulated BMCs: Redfish over TLS with the lab's own BMC CA and account, as a vendor's
 #: BMC would be (not the site CA's, not the scrape credential's)
 BMC = "vigil-bmcsim"
@@ -96,13 +98,15 @@ def _plain_get(ip: str, port: int) -> tuple[int | None, bytes]:
         conn.close()
 
 
-def _tls_get(ip: str, port: int, ctx: ssl.SSLContext, auth: tuple[str, str] | None) -> tuple[int, bytes]:
+def _tls_get(
+    ip: str, port: int, ctx: ssl.SSLContext, auth: tuple[str, str] | None, path: str = "/metrics"
+) -> tuple[int, bytes]:
     conn = http.client.HTTPSConnection(ip, port, timeout=10, context=ctx)
     headers = {}
     if auth is not None:
         headers["Authorization"] = "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
     try:
-        conn.request("GET", "/metrics", headers=headers)
+        conn.request("GET", path, headers=headers)
         resp = conn.getresponse()
         return resp.status, resp.read()
     finally:
@@ -134,40 +138,57 @@ def _other_ca(tmp: Path) -> Path:
     return path
 
 
-def test_every_listener_of_the_stack_wants_tls_and_the_scrape_credential(
+def test_every_listener_of_the_stack_wants_tls_and_its_credential(
     lab, deployed_stack: DeployedStack, listeners: list[Listener], tmp_path: Path
 ) -> None:
     secrets = deployed_stack.home / "secrets"
     password = (secrets / "scrape.password").read_text().strip()
+    api = ("vigil-api", (secrets / "api.password").read_text().strip())
+    key = (secrets / "metrics.key").read_text().strip()
     site = ssl.create_default_context(cafile=str(secrets / "pki" / "ca.crt"))
     other = ssl.create_default_context(cafile=str(_other_ca(tmp_path)))
 
-    plain_now = {(x.unit, x.port) for x in listeners if (x.unit, x.port) in PLAIN}
-    tls = [x for x in listeners if (x.unit, x.port) not in PLAIN and x.unit != BMC]
+    stack = [x for x in listeners if x.unit != BMC]
     # node_exporter on each of the four hosts, the GPU simulator on both GPU nodes, the Slurm and
-    # Redfish exporters
-    units = sorted(x.unit for x in tls)
+    # Redfish exporters, and the three monitoring services
+    units = sorted(x.unit for x in stack)
     assert units.count("vigil-node-exporter") == 4 and units.count("vigil-gpusim") == 2, listeners
-    assert {"vigil-slurm-exporter", "vigil-redfish-exporter"} <= set(units), listeners
-    for x in tls:
+    assert {"vigil-slurm-exporter", "vigil-redfish-exporter", *MONITORING} <= set(units), listeners
+    for x in stack:
         ip = _target(lab, x)
         what = f"{x.unit} on {x.host} at {ip}:{x.port}"
         status, body = _plain_get(ip, x.port)
         assert status != 200 and b"# TYPE" not in body, f"{what} answered plain HTTP with {status}"
-        assert _tls_get(ip, x.port, site, None)[0] == 401, f"{what} served TLS without credentials"
-        assert _tls_get(ip, x.port, site, ("vigil-scrape", password + "x"))[0] == 401, what
-        assert _tls_get(ip, x.port, site, ("somebody", password))[0] == 401, what
-        status, body = _tls_get(ip, x.port, site, ("vigil-scrape", password))
-        assert status == 200 and b"# TYPE" in body, f"{what}: {status} with the scrape credential"
         with pytest.raises(ssl.SSLCertVerificationError):
-            _tls_get(ip, x.port, other, ("vigil-scrape", password))
+            _tls_get(ip, x.port, other, api)
         with (
             socket.create_connection((ip, x.port), timeout=10) as raw,
             site.wrap_socket(raw, server_hostname=ip) as conn,
         ):
             assert conn.version() in ("TLSv1.2", "TLSv1.3"), what
-    # every listener on the plain list is still there (a gone one leaves the list)
-    assert plain_now == PLAIN, sorted(PLAIN - plain_now)
+        if x.unit in MONITORING:
+            data = MONITORING[x.unit]
+            for who in (None, (api[0], api[1] + "x"), ("somebody", api[1]), ("vigil-scrape", password)):
+                got = _tls_get(ip, x.port, site, who, data)[0]
+                assert got == 401, f"{what}: {data} answered {got} to {who and who[0]}"
+            status, body = _tls_get(ip, x.port, site, api, data)
+            assert status == 200, f"{what}: {data} answered {status} to the API login: {body[:200]!r}"
+            assert _tls_get(ip, x.port, site, None)[0] == 401, f"{what}: /metrics without credentials"
+            if x.unit in METRICS_KEY:
+                assert _tls_get(ip, x.port, site, api)[0] == 401, f"{what}: /metrics without the key"
+                assert _tls_get(ip, x.port, site, None, f"/metrics?authKey={key}x")[0] == 401, what
+                status, body = _tls_get(ip, x.port, site, None, f"/metrics?authKey={key}")
+            else:
+                status, body = _tls_get(ip, x.port, site, api)
+            # VictoriaMetrics' own format has no # TYPE lines; every one has the process_ series
+            assert status == 200 and b"\nprocess_" in body, f"{what}: its own /metrics answered {status}"
+            continue
+        assert _tls_get(ip, x.port, site, None)[0] == 401, f"{what} served TLS without credentials"
+        assert _tls_get(ip, x.port, site, ("vigil-scrape", password + "x"))[0] == 401, what
+        assert _tls_get(ip, x.port, site, ("somebody", password))[0] == 401, what
+        assert _tls_get(ip, x.port, site, api)[0] == 401, f"{what} let the API login scrape it"
+        status, body = _tls_get(ip, x.port, site, ("vigil-scrape", password))
+        assert status == 200 and b"# TYPE" in body, f"{what}: {status} with the scrape credential"
 
 
 def test_the_host_key_is_readable_by_the_tls_group_only(lab, deployed_stack: DeployedStack) -> None:

@@ -54,11 +54,11 @@ class Marker:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        opener = labhttp.opener()
         while not self._stop.is_set():
             ts = int(time.time() * 1000)
             body = f"vigil_upgrade_marker 1 {ts}\n".encode()
-            req = urllib.request.Request(  # noqa: S310 - VM is the lab's http://198.18.0.10:8428
+            req = urllib.request.Request(  # noqa: S310 - VM is the lab's https://198.18.0.10:8428
                 f"{labhttp.VM}/api/v1/import/prometheus", data=body, method="POST"
             )
             try:

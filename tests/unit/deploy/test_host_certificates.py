@@ -57,12 +57,26 @@ def test_the_first_deploy_makes_the_ca_and_every_certificate_the_next_changes_no
         "vigil_scrape_password_file": str(home / "secrets" / "scrape.password"),
         "vigil_scrape_bcrypt_file": str(home / "secrets" / "scrape.password.bcrypt"),
         "vigil_scrape_sha256_file": str(home / "secrets" / "scrape.password.sha256"),
+        "vigil_api_user": "vigil-api",
+        "vigil_api_password_file": str(home / "secrets" / "api.password"),
+        "vigil_api_bcrypt_file": str(home / "secrets" / "api.password.bcrypt"),
+        "vigil_api_sha256_file": str(home / "secrets" / "api.password.sha256"),
+        "vigil_metrics_key_file": str(home / "secrets" / "metrics.key"),
     }
     assert first.summary()["credentials_made"] == [
         "scrape.password",
         "scrape.password.bcrypt",
         "scrape.password.sha256",
+        "api.password",
+        "api.password.bcrypt",
+        "api.password.sha256",
+        "metrics.key",
     ]
+    assert (home / "secrets" / "metrics.key").stat().st_mode & 0o777 == 0o600
+    # two credentials, two different passwords
+    assert (home / "secrets" / "api.password").read_text() != (
+        home / "secrets" / "scrape.password"
+    ).read_text()
 
     before = {h: (pki.PkiPaths.of(home).issued(h) / "server.crt").read_bytes() for h in first.hosts}
     again = host_certificates(home, inventory(), check=False)

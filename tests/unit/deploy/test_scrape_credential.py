@@ -1,4 +1,5 @@
-"""The site's scrape credential: made once, private, its hashes kept in step, hostile files refused."""
+"""The site's credentials (scrape, API) and metrics key: made once, private, hashes kept in step,
+hostile files refused."""
 
 from __future__ import annotations
 
@@ -9,7 +10,15 @@ from pathlib import Path
 import bcrypt
 import pytest
 
-from vigil.installer.deploy.credentials import SCRAPE_USER, CredentialError, scrape_credential
+from vigil.installer.deploy.credentials import (
+    API_USER,
+    SCRAPE_USER,
+    CredentialError,
+    api_credential,
+    metrics_key,
+    read_password,
+    scrape_credential,
+)
 
 
 def test_made_once_private_and_the_hashes_match_the_password(tmp_path: Path) -> None:
@@ -102,3 +111,45 @@ def test_a_secrets_directory_that_is_a_link_is_refused(tmp_path: Path) -> None:
     with pytest.raises(CredentialError, match="is a link"):
         scrape_credential(home)
     assert list((tmp_path / "real").iterdir()) == []
+
+
+def test_the_api_credential_is_its_own_password_under_the_same_rules(tmp_path: Path) -> None:
+    api = api_credential(tmp_path)
+    scrape = scrape_credential(tmp_path)
+    assert api is not None and scrape is not None
+    assert api.user == API_USER == "vigil-api" and api.kind == "api"
+    assert api.made == ("api.password", "api.password.bcrypt", "api.password.sha256")
+    assert api.password_file.read_bytes() != scrape.password_file.read_bytes()
+    assert set(api.extravars()) == {
+        "vigil_api_user",
+        "vigil_api_password_file",
+        "vigil_api_bcrypt_file",
+        "vigil_api_sha256_file",
+    }
+    assert read_password(tmp_path, "api") == api.password_file.read_text().strip()
+    api.password_file.chmod(0o640)
+    with pytest.raises(CredentialError, match=r"api\.password: is open to others"):
+        read_password(tmp_path, "api")
+    assert read_password(tmp_path / "none", "api") is None
+
+
+def test_the_metrics_key_is_made_once_private_and_hostile_files_are_refused(tmp_path: Path) -> None:
+    assert metrics_key(tmp_path, create=False) is None
+    made = metrics_key(tmp_path)
+    assert made is not None and made[1] is True
+    path = made[0]
+    assert path == tmp_path / "secrets" / "metrics.key" and path.stat().st_mode & 0o777 == 0o600
+    key = path.read_bytes()
+    assert metrics_key(tmp_path) == (path, False) and path.read_bytes() == key
+    assert metrics_key(tmp_path, create=False) == (path, False)
+
+    path.write_text("not a key!\n")
+    with pytest.raises(CredentialError, match="12 or more letters and digits"):
+        metrics_key(tmp_path)
+    path.unlink()
+    target = tmp_path / "planted"
+    target.write_text("plantedkey0123456789\n")
+    os.symlink(target, path)
+    with pytest.raises(CredentialError, match=r"metrics\.key: cannot be read.*a link"):
+        metrics_key(tmp_path)
+    assert target.read_text() == "plantedkey0123456789\n"

@@ -386,7 +386,15 @@ def test_an_upgrade_issues_the_certificates_first_and_hands_them_to_every_step(
         "ca_made": True,
         "issued": {"mon01": "missing"},
         "hosts": 1,
-        "credentials_made": ["scrape.password", "scrape.password.bcrypt", "scrape.password.sha256"],
+        "credentials_made": [
+            "scrape.password",
+            "scrape.password.bcrypt",
+            "scrape.password.sha256",
+            "api.password",
+            "api.password.bcrypt",
+            "api.password.sha256",
+            "metrics.key",
+        ],
     }, out["tls"]
     paths = PkiPaths.of(home)
     assert (paths.issued("mon01") / "server.crt").is_file()
@@ -400,6 +408,11 @@ def test_an_upgrade_issues_the_certificates_first_and_hands_them_to_every_step(
             "vigil_scrape_password_file": str(home / "secrets" / "scrape.password"),
             "vigil_scrape_bcrypt_file": str(home / "secrets" / "scrape.password.bcrypt"),
             "vigil_scrape_sha256_file": str(home / "secrets" / "scrape.password.sha256"),
+            "vigil_api_user": "vigil-api",
+            "vigil_api_password_file": str(home / "secrets" / "api.password"),
+            "vigil_api_bcrypt_file": str(home / "secrets" / "api.password.bcrypt"),
+            "vigil_api_sha256_file": str(home / "secrets" / "api.password.sha256"),
+            "vigil_metrics_key_file": str(home / "secrets" / "metrics.key"),
         }, p
     # a second upgrade keeps the certificate (the CA's 30-day rule) and still hands it over
     plays.clear()

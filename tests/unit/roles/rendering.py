@@ -62,6 +62,7 @@ TEMPLATES: dict[str, tuple[str, str, dict[str, Any]]] = {
 # Rendered only when named in `only` (they need the TLS extra vars: see tls_vars()).
 ON_REQUEST: dict[str, tuple[str, str, dict[str, Any]]] = {
     "web.yml": ("_common", "web.yml.j2", {}),
+    "alertmanager-web.yml": ("_common", "web.yml.j2", {"_common_web_credential": "api"}),
 }
 UNITS = {
     "victoriametrics": ("_victoriametrics_exec_start", "victoriametrics_data_dir", True),
@@ -93,16 +94,21 @@ def contract_vars(store: Path, artifacts: dict[str, tuple[str, str]] | None = No
 
 
 def tls_vars(home: Path) -> dict[str, Any]:
-    """The extra vars deploy adds once it has the site CA and the scrape credential (made here)."""
-    from vigil.installer.deploy.credentials import scrape_credential
+    """The extra vars deploy adds once it has the site CA, the scrape and API credentials and the
+    metrics key (made here)."""
+    from vigil.installer import pki
+    from vigil.installer.deploy.credentials import api_credential, metrics_key, scrape_credential
 
-    cred = scrape_credential(home)
-    assert cred is not None
+    pki.init_ca(home)
+    scrape, api, key = scrape_credential(home), api_credential(home), metrics_key(home)
+    assert scrape is not None and api is not None and key is not None
     hosts = [h for group in SAMPLE_INVENTORY["all"]["children"].values() for h in group["hosts"]]
     return {
         "vigil_pki_dir": str(home / "secrets" / "pki"),
         "vigil_tls_hosts": sorted(hosts),
-        **cred.extravars(),
+        **scrape.extravars(),
+        **api.extravars(),
+        "vigil_metrics_key_file": str(key[0]),
     }
 
 
@@ -142,7 +148,7 @@ def render(
     out = tmp / "rendered"
     out.mkdir(parents=True, exist_ok=True)
     tasks: list[dict[str, Any]] = []
-    for name, (role, src, _) in {**TEMPLATES, **ON_REQUEST}.items():
+    for name, (role, src, task_vars) in {**TEMPLATES, **ON_REQUEST}.items():
         if (only and name not in only) or (name in ON_REQUEST and name not in only):
             continue
         tasks.append(
@@ -153,6 +159,7 @@ def render(
                     "dest": str(out / name),
                     "mode": "0644",
                 },
+                **({"vars": task_vars} if task_vars else {}),
             }
         )
     for role, (exec_var, data_var, reload) in UNITS.items():

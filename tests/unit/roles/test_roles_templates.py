@@ -115,7 +115,6 @@ def test_with_a_site_ca_exporters_are_scraped_over_tls_with_the_scrape_credentia
             "username": "vigil-scrape",
             "password_file": "/etc/vigil/victoriametrics/scrape.password",
         }, name
-    assert "scheme" not in jobs["vmalert"]  # still plain: not yet served over TLS
     web = yaml.safe_load(out["web.yml"])
     assert web["tls_server_config"] == {
         "cert_file": "/etc/vigil/tls/server.crt",
@@ -128,6 +127,82 @@ def test_with_a_site_ca_exporters_are_scraped_over_tls_with_the_scrape_credentia
     assert password.decode() not in out["web.yml"]
     unit = out["node_exporter.service"]
     assert "--web.config.file=/etc/vigil/node_exporter/web.yml" in unit
+
+
+def test_with_a_site_ca_the_monitoring_services_want_the_api_login_and_their_clients_give_it(
+    tmp_path: Path,
+) -> None:
+    import bcrypt
+
+    ev = tls_vars(tmp_path / "site")
+    api_password = Path(ev["vigil_api_password_file"]).read_text().strip()
+    key = Path(ev["vigil_metrics_key_file"]).read_text().strip()
+    ca = (Path(ev["vigil_pki_dir"]) / "ca.crt").read_text().strip()
+    out = render(
+        tmp_path,
+        extra_vars=ev,
+        only=(
+            "scrape.yml",
+            "alertmanager-web.yml",
+            "datasources.yaml",
+            "grafana.ini",
+            "victoriametrics.service",
+            "vmalert.service",
+            "alertmanager.service",
+        ),
+    )
+    jobs = {job["job_name"]: job for job in yaml.safe_load(out["scrape.yml"])["scrape_configs"]}
+    for name in ("victoriametrics", "vmalert", "alertmanager"):
+        assert jobs[name]["scheme"] == "https", name
+        assert jobs[name]["tls_config"] == {"ca_file": "/etc/vigil/tls/ca.crt"}, name
+        assert jobs[name]["basic_auth"] == {
+            "username": "vigil-api",
+            "password_file": "/etc/vigil/victoriametrics/api.password",
+        }, name
+    # their own /metrics want the site's metrics key (-metricsAuthKey), Alertmanager's the login
+    assert jobs["victoriametrics"]["params"] == jobs["vmalert"]["params"] == {"authKey": [key]}
+    assert "params" not in jobs["alertmanager"]
+
+    vm = out["victoriametrics.service"]
+    for flag in (
+        "-tls",
+        "-tlsCertFile=/etc/vigil/tls/server.crt",
+        "-tlsKeyFile=/etc/vigil/tls/server.key",
+        "-httpAuth.username=vigil-api",
+        "-envflag.enable",
+    ):
+        assert flag in vm.split(), flag
+    vmalert = out["vmalert.service"]
+    for link in ("datasource", "remoteWrite", "remoteRead"):
+        assert f"-{link}.url=https://198.18.0.10:8428" in vmalert, link
+        assert f"-{link}.tlsCAFile=/etc/vigil/tls/ca.crt" in vmalert, link
+        assert f"-{link}.basicAuth.username=vigil-api" in vmalert, link
+        assert f"-{link}.basicAuth.passwordFile=/etc/vigil/vmalert/api.password" in vmalert, link
+    assert "-notifier.url=https://198.18.0.10:9093" in vmalert
+    assert "-notifier.basicAuth.passwordFile=/etc/vigil/vmalert/api.password" in vmalert
+    assert "-external.url=https://198.18.0.10:8880" in vmalert and "-httpAuth.username=vigil-api" in vmalert
+    assert "--web.config.file=/etc/vigil/alertmanager/web.yml" in out["alertmanager.service"]
+    assert "--web.external-url=https://198.18.0.10:9093/" in out["alertmanager.service"]
+    for name, text in out.items():
+        if name != "datasources.yaml":
+            assert api_password not in text, name  # the password reaches the services through files
+
+    [(user, hashed)] = yaml.safe_load(out["alertmanager-web.yml"])["basic_auth_users"].items()
+    assert user == "vigil-api" and bcrypt.checkpw(api_password.encode(), hashed.encode())
+
+    [ds] = json.loads("".join(x for x in out["datasources.yaml"].splitlines() if not x.startswith("#")))[
+        "datasources"
+    ]
+    assert (
+        ds["url"] == "https://198.18.0.10:8428"
+        and ds["basicAuth"] is True
+        and ds["basicAuthUser"] == "vigil-api"
+    )
+    assert ds["jsonData"] == {"httpMethod": "POST", "timeInterval": "30s", "tlsAuthWithCACert": True}
+    assert ds["secureJsonData"] == {"basicAuthPassword": api_password, "tlsCACert": ca}
+    ini = out["grafana.ini"]
+    assert "protocol = https" in ini and "cert_file = /etc/vigil/tls/server.crt" in ini
+    assert "root_url = https://198.18.0.10:3000/" in ini
 
 
 def test_without_a_site_ca_nothing_asks_for_tls(rendered: dict[str, str]) -> None:
