@@ -492,7 +492,8 @@ class Rollout:
             "playbooks/health.yml",
             "baseline",
             limit=inv.groups["monitoring"],
-            extra={"vigil_health_mode": "baseline", "vigil_status_dir": str(out)},
+            # the services answer over TLS to the API login: the same CA and credential as the steps
+            extra={**self._tls_vars, "vigil_health_mode": "baseline", "vigil_status_dir": str(out)},
         )
         failure = _first_failure(result)
         if failure is not None:
@@ -530,6 +531,7 @@ class Rollout:
             "health",
             limit=limit,
             extra={
+                **self._tls_vars,
                 "vigil_health_mode": "check",
                 "vigil_health_since": since,
                 "vigil_health_before": before,
