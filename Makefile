@@ -30,7 +30,7 @@ demo-upgrade: system-deps $(STAMP)
 	$(BIN)/vigil demo --workdir $(DEMO_DIR) --upgrade debian-next
 
 test: system-deps $(STAMP)
-	$(BIN)/pytest -q tests
+	$(BIN)/pytest -q --durations=30 tests
 
 # The fast part alone: no network, no lab hosts.
 test-fast: $(STAMP)
