@@ -23,6 +23,9 @@ declare -A want=(
   [qpdf]=qpdf
   [pdftotext]=poppler-utils
   [pdfinfo]=poppler-utils
+  # the firewall role's ruleset is checked and loaded in a throwaway network namespace
+  [nft]=nftables
+  [unshare]=util-linux
 )
 # file -> package (things that are not commands)
 declare -A want_files=(

@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from vigil.installer.lab import _files, bmc
-from vigil.installer.lab.hosts import GROUPS, HOSTS, Host
+from vigil.installer.lab.hosts import ADMIN_IP, GROUPS, HOSTS, Host
 from vigil.installer.lab.paths import LabPaths
 
 #: Group variables of the lab: the exporters the lab can run (the GPU simulator stands in for
@@ -38,11 +38,12 @@ def inventory_data(
     also the BMC simulators' host variables and the Redfish exporter's targets on the monitoring host."""
     common = f"-o UserKnownHostsFile={paths.known_hosts} -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes"
     simulators = bmc.host_vars(bmcs) if bmcs is not None else {}
+    extra = _firewall_extra_sources(hosts, bmcs is not None)
     children: dict[str, Any] = {}
     for group in GROUPS:
         children[group] = {
             "hosts": {
-                h.name: {"ansible_host": h.ip, **simulators.get(h.name, {})}
+                h.name: {"ansible_host": h.ip, **simulators.get(h.name, {}), **extra.get(h.name, {})}
                 for h in hosts
                 if group in h.groups
             }
@@ -62,10 +63,28 @@ def inventory_data(
                 # the kernel refuses audit inside nspawn containers (docs/audit.md): the audit
                 # role writes and checks its rules, keeps auditd masked and says so
                 "audit_require_kernel_audit": False,
+                # the host firewall: the admin host reaches the APIs, and (the lab only) the
+                # exporters too, whose every listener the lab's tests attack from outside
+                "firewall_admin_networks": [f"{ADMIN_IP}/32"],
+                "firewall_exporter_extra_sources": [f"{ADMIN_IP}/32"],
             },
             "children": children,
         }
     }
+
+
+def _firewall_extra_sources(hosts: tuple[Host, ...], with_bmcs: bool) -> dict[str, dict[str, Any]]:
+    """Host variables letting a simulated BMC or PDU read the GPU feeds of other hosts (the PDU
+    simulator on ctl01 reads the power of every GPU node) through their firewall."""
+    if not with_bmcs:
+        return {}
+    ips = {h.name: h.ip for h in hosts}
+    readers: dict[str, list[str]] = {}
+    for b in bmc.BMCS:
+        for node in b.feeds:
+            if node != b.host and node in ips and b.host in ips:
+                readers.setdefault(node, [f"{ADMIN_IP}/32"]).append(f"{ips[b.host]}/32")
+    return {node: {"firewall_exporter_extra_sources": sorted(set(v))} for node, v in readers.items()}
 
 
 def write_inventory(paths: LabPaths, directory: Path, bmcs: bmc.BmcMaterial | None = None) -> Path:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import datetime
 import http.client
+import json
 import re
 import socket
 import ssl
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+import yaml
 
 if TYPE_CHECKING:
     from tests.lab.conftest import DeployedStack
@@ -222,3 +224,81 @@ def test_the_simulated_bmcs_want_tls_and_their_account(lab, listeners: list[List
             assert conn.getresponse().status == 401, f"{x.host}:{x.port}"
         finally:
             conn.close()
+
+
+# --- the host firewall (role `firewall`) ------------------------------------------------------------
+
+#: run on a lab host: try each ADDRESS:PORT argument at once, print {"ADDRESS:PORT": "open" | why}
+_PROBE = r"""
+import concurrent.futures, json, socket, sys
+def probe(target):
+    host, port = target.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=3).close()
+        return target, "open"
+    except socket.timeout:
+        return target, "timeout"
+    except OSError as exc:
+        return target, type(exc).__name__
+with concurrent.futures.ThreadPoolExecutor(32) as pool:
+    print(json.dumps(dict(pool.map(probe, sys.argv[1:]))))
+"""
+
+
+def _let_in(lab) -> dict[str, set[str]]:
+    """Host -> the lab hosts' addresses its inventory lets in to its exporters besides the monitoring
+    host: the lab's only exception, the simulated PDU on ctl01 reading the GPU nodes' power."""
+    data = yaml.safe_load(lab.hosts_file.read_text())
+    out: dict[str, set[str]] = {}
+    for group in data["all"]["children"].values():
+        for host, hv in (group.get("hosts") or {}).items():
+            extra = (hv or {}).get("firewall_exporter_extra_sources", [])
+            out[host] = {e.removesuffix("/32") for e in extra}
+    return out
+
+
+def _reachable_from(lab, source: str, targets: list[Listener]) -> dict[Listener, str]:
+    args = " ".join(f"{_target(lab, x)}:{x.port}" for x in targets)
+    res = lab.ssh(source, f"python3 -c '{_PROBE}' {args}")
+    assert res.returncode == 0, res.stderr
+    seen = json.loads(res.stdout)
+    return {x: seen[f"{_target(lab, x)}:{x.port}"] for x in targets}
+
+
+def test_only_the_monitoring_host_reaches_the_stack_through_each_hosts_firewall(
+    lab, listeners: list[Listener]
+) -> None:
+    """From every lab host, every other host's listeners: mon01 reaches all of them (it scrapes the
+    exporters and serves the APIs); any other host none (dropped: the connection times out), save
+    the lab's PDU feed. The admin host reaching them all is the test above."""
+    let_in = _let_in(lab)
+    assert let_in["gpu01"] == {"198.18.0.1", lab.ip("ctl01")}  # the admin host, the PDU's host
+    denied = 0
+    for source in ("mon01", "ctl01", "gpu01", "gpu02"):
+        targets = [x for x in listeners if x.host != source and x.address not in ("127.0.0.1", "::1")]
+        assert targets
+        for x, seen in _reachable_from(lab, source, targets).items():
+            allowed = source == "mon01" or lab.ip(source) in let_in.get(x.host, set())
+            assert seen == ("open" if allowed else "timeout"), f"{source} -> {x}: {seen}"
+            denied += not allowed
+    assert denied >= 10  # every API on mon01 from three hosts, the exporters between the nodes
+
+
+def test_the_firewall_is_one_table_of_its_own_loaded_at_boot_and_counting_drops(lab, deployed_stack) -> None:
+    for host in ("mon01", "gpu01"):
+        listed = json.loads(lab.ssh(host, "nft -j list ruleset").stdout)["nftables"]
+        tables = {(i["table"]["family"], i["table"]["name"]) for i in listed if "table" in i}
+        assert ("inet", "vigil") in tables, tables
+        unit = lab.ssh(
+            host, "systemctl is-enabled vigil-firewall.service; systemctl is-active vigil-firewall.service"
+        )
+        assert unit.stdout.split() == ["enabled", "active"], unit.stdout
+    drops = lab.ssh("gpu01", "nft -j list chain inet vigil input").stdout
+    counters = [
+        e["counter"]["packets"]
+        for i in json.loads(drops)["nftables"]
+        if "rule" in i
+        for e in i["rule"]["expr"]
+        if "counter" in e
+    ]
+    assert counters and counters[0] > 0  # the probes from ctl01 and gpu02 above were dropped here

@@ -497,7 +497,7 @@ def test_probe_prints_one_json_object() -> None:
 def test_install_debs_skips_packages_installed_at_that_version_or_newer(tmp_path: Path) -> None:
     deb = tmp_path / "x.deb"
     deb.write_bytes(b"not used")
-    script = str(FILES / "install-debs")
+    script = str(ROLES / "_common" / "files" / "install-debs")
     res = subprocess.run(
         ["sh", script, "--check", f"dpkg=0.1={deb}", f"vigil-no-such-package=1.0-1={deb}"],
         capture_output=True,

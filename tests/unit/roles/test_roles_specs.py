@@ -23,6 +23,7 @@ PUBLIC = [
     "grafana",
     "dcgm_exporter",
     "slurm_exporter",
+    "firewall",
 ]
 SERVICES = [
     "node_exporter",
@@ -32,6 +33,7 @@ SERVICES = [
     "grafana",
     "dcgm_exporter",
     "slurm_exporter",
+    "firewall",
 ]
 TYPES = {bool: "bool", int: "int", str: "str", list: "list", dict: "dict"}
 
@@ -70,7 +72,8 @@ def test_argument_specs_document_type_default_and_meaning(role: str) -> None:
 def test_common_internal_role_documents_every_parameter_in_an_entry_point() -> None:
     defaults = load(ROLES / "_common" / "defaults" / "main.yml")
     specs = load(ROLES / "_common" / "meta" / "argument_specs.yml")["argument_specs"]
-    assert set(specs) == {"main", "preflight", "user", "install", "install_wheel", "unit", "health", "web"}
+    entries = {"main", "preflight", "user", "install", "install_wheel", "unit", "health", "web", "debs"}
+    assert set(specs) == entries
     documented = {name for entry in specs.values() for name in entry.get("options", {})}
     assert sorted(set(defaults) - documented) == []
     assert sorted(documented - set(defaults)) == []
@@ -134,7 +137,9 @@ def test_every_config_template_task_is_validated_by_a_checker() -> None:
                 check = str(load(path.parents[1] / "vars" / "main.yml")[ref.group(1)])
             assert "%s" in check, f"{path}: {task['name']}: {check}"
             found += 1
-    assert found == 13  # ten, the dcgm_exporter collectors CSV, the certificate scan's script and units
+    # ten, the dcgm_exporter collectors CSV, the certificate scan's script and units, the firewall's
+    # ruleset and unit
+    assert found == 15
 
 
 def test_no_task_runs_a_command_without_saying_whether_it_changed_anything() -> None:
