@@ -7,6 +7,10 @@ certificate is issued again only on the CA's own rule (missing, not the CA's, ot
 30 days of its end), so a rerun reissues nothing. The ``common`` role copies the CA certificate and
 the host's certificate and key to ``/etc/vigil/tls/``, where node_exporter's expiry scan reads them.
 
+Each host also gets a client certificate (``client.crt``, its inventory name only), on the same
+rule: the audit role's log forwarding presents it to the receiver, which presents the host's server
+certificate; both sides check the other against the site CA and by name.
+
 The same step makes the site's scrape credential (``deploy/credentials.py``) that the exporters,
 now served over TLS, ask VictoriaMetrics for, and the API credential the monitoring services'
 APIs and UIs ask everyone for.
@@ -42,6 +46,8 @@ class HostCertificates:
     ca_made: bool = False
     #: host -> why its certificate was (re)issued, for those that were
     issued: dict[str, str] = field(default_factory=dict)
+    #: host -> why its client certificate was (re)issued, for those that were
+    clients: dict[str, str] = field(default_factory=dict)
     #: hosts whose certificate the store holds, to be copied to them
     hosts: list[str] = field(default_factory=list)
     #: the scrape and API credentials (None in a check run of a site that has none yet)
@@ -58,6 +64,7 @@ class HostCertificates:
         return {
             "ca_made": self.ca_made,
             "issued": self.issued,
+            "clients_issued": self.clients,
             "hosts": len(self.hosts),
             "credentials_made": made,
         }
@@ -96,23 +103,31 @@ def host_certificates(home: Path, inventory: Inventory, *, check: bool) -> HostC
     out.metrics_key = metrics_key(home)
     for host in hosts:
         dns, ips = names_of(inventory.addresses.get(host, ""))
-        try:
-            got = pki.issue(home, host, usage="server", dns=dns, ips=ips)
-        except pki.PkiError as exc:
-            if "is encrypted" not in str(exc):
-                raise
-            names = " ".join([f"--dns {d}" for d in dns] + [f"--ip {a}" for a in ips])
-            raise pki.PkiError(
-                f"{host}'s certificate",
-                f"is to be issued ({_why(home, host)}) but the site CA's key is encrypted: run "
-                f"`vigil pki issue --name {host} {names} --passphrase-file F`, then deploy again",
-            ) from None
+        got = _issue(home, host, "server", dns, ips)
         if got.changed:
             out.issued[host] = got.reason
+        client = _issue(home, host, "client", [], [])
+        if client.changed:
+            out.clients[host] = client.reason
         out.hosts.append(host)
     return out
 
 
-def _why(home: Path, host: str) -> str:
-    cert = pki.PkiPaths.of(home).issued(host) / "server.crt"
+def _issue(home: Path, host: str, usage: str, dns: list[str], ips: list[str]) -> pki.Issued:
+    try:
+        return pki.issue(home, host, usage=usage, dns=dns, ips=ips)
+    except pki.PkiError as exc:
+        if "is encrypted" not in str(exc):
+            raise
+        argv = ["vigil pki issue", f"--name {host}", f"--usage {usage}"]
+        argv += [f"--dns {d}" for d in dns] + [f"--ip {a}" for a in ips] + ["--passphrase-file F"]
+        raise pki.PkiError(
+            f"{host}'s {usage} certificate",
+            f"is to be issued ({_why(home, host, usage)}) but the site CA's key is encrypted: run "
+            f"`{' '.join(argv)}`, then deploy again",
+        ) from None
+
+
+def _why(home: Path, host: str, usage: str) -> str:
+    cert = pki.PkiPaths.of(home).issued(host) / f"{usage}.crt"
     return "it is missing" if not cert.exists() else "it is due for renewal"

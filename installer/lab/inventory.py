@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from vigil.installer.lab import _files, bmc
-from vigil.installer.lab.hosts import ADMIN_IP, GROUPS, HOSTS, Host
+from vigil.installer.lab.hosts import ADMIN_IP, GROUPS, HOSTS, SUBNET, Host
 from vigil.installer.lab.paths import LabPaths
 
 #: Group variables of the lab: the exporters the lab can run (the GPU simulator stands in for
@@ -67,6 +67,9 @@ def inventory_data(
                 # exporters too, whose every listener the lab's tests attack from outside
                 "firewall_admin_networks": [f"{ADMIN_IP}/32"],
                 "firewall_exporter_extra_sources": [f"{ADMIN_IP}/32"],
+                # the audit receiver takes the lab's network, the admin host included, whose
+                # audit test sends it lines with and without a certificate of the site CA
+                "firewall_cluster_networks": [SUBNET],
             },
             "children": children,
         }

@@ -5,7 +5,7 @@ applied to the four hosts with the contract's extra vars, and then: the packages
 bundle, the rules file is rendered and passes the checker, journald keeps the journal on disk with
 the retention, a line logged on gpu01 arrives in mon01's store over TLS, the audit log is forwarded
 too, the receiver listens on the cluster address only and refuses a client without a certificate of
-the audit CA, and a second run changes nothing.
+the site CA, and a second run changes nothing.
 
 Kernel auditing: the lab's hosts are systemd-nspawn containers. nspawn's seccomp filter answers
 socket(AF_NETLINK, NETLINK_AUDIT) with EAFNOSUPPORT, and the kernel takes AUDIT_GET/AUDIT_ADD_RULE only
@@ -114,12 +114,18 @@ def recap(out: str) -> dict[str, dict[str, int]]:
 
 @pytest.fixture(scope="module")
 def applied(lab: Any, imported_release: Imported, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    # The session's release and its home: the audit CA the role keeps there is the one the deployed
-    # stack's audit role uses too, so running the role here leaves the stack as its deploy set it up.
+    # The session's release and its home: the site CA there, and the hosts' certificates, are those
+    # the deployed stack's deploy issues too (issued here as deploy does, if it has not run yet), so
+    # running the role here leaves the stack as its deploy set it up.
+    from vigil.installer.deploy.inventory import load_inventory
+    from vigil.installer.deploy.tls import host_certificates
+
     tmp = tmp_path_factory.mktemp("audit")
     home = imported_release.home
+    certificates = host_certificates(home, load_inventory(lab.inventory), check=False)
     extra = {
         **contract_vars(home, imported_release.release.trust),
+        **certificates.extravars(home),
         "vigil_home": str(home),
         # the lab hosts are containers: kernel auditing is refused there (see the module's doc)
         "audit_require_kernel_audit": False,
@@ -271,10 +277,12 @@ def _tls_send(ctx: ssl.SSLContext, payload: bytes) -> str:
 def test_a_client_without_a_valid_certificate_is_refused(
     lab: Any, applied: dict[str, Any], tmp_path: Path
 ) -> None:
-    ca_dir = Path(applied["home"]) / "secrets" / "audit-ca"
+    from vigil.installer import pki
+
+    ca_dir = pki.PkiPaths.of(Path(applied["home"])).root
     assert (ca_dir.stat().st_mode & 0o777) == 0o700
     assert (ca_dir / "ca.key").stat().st_mode & 0o777 == 0o600
-    assert (ca_dir / "hosts" / "gpu01" / "client.key").stat().st_mode & 0o777 == 0o600
+    assert (ca_dir / "issued" / "gpu01" / "client.key").stat().st_mode & 0o777 == 0o600
 
     def ctx(cert: Path | None = None, key: Path | None = None) -> ssl.SSLContext:
         c = ssl.create_default_context(cafile=str(ca_dir / "ca.crt"))
@@ -287,36 +295,19 @@ def test_a_client_without_a_valid_certificate_is_refused(
     no_cert = uuid.uuid4().hex
     r1 = _tls_send(ctx(), f"<13>1 - gpu02 vigil-rogue - - - nocert {no_cert}".encode())
     # a certificate from another CA, naming a permitted host
-    rogue = tmp_path / "rogue"
-    subprocess.run(
-        [sys.executable, str(REPO / "roles" / "audit" / "files" / "audit_ca.py"), "--dir", str(rogue), "ca"],
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "roles" / "audit" / "files" / "audit_ca.py"),
-            "--dir",
-            str(rogue),
-            "cert",
-            "--host",
-            "gpu02",
-            "--usage",
-            "client",
-        ],
-        check=True,
-        capture_output=True,
-    )
+    rogue_home = tmp_path / "rogue"
+    pki.init_ca(rogue_home)
+    rogue = pki.issue(rogue_home, "gpu02", usage="client")
     other_ca = uuid.uuid4().hex
     r2 = _tls_send(
-        ctx(rogue / "hosts" / "gpu02" / "client.crt", rogue / "hosts" / "gpu02" / "client.key"),
+        ctx(rogue.cert, rogue.key),
         f"<13>1 - gpu02 vigil-rogue - - - rogue {other_ca}".encode(),
     )
+    gpu02 = (ca_dir / "issued" / "gpu02" / "client.crt", ca_dir / "issued" / "gpu02" / "client.key")
     # the real client certificate of gpu02 is accepted (so the two refusals are about the certificate)
     good = uuid.uuid4().hex
     r3 = _tls_send(
-        ctx(ca_dir / "hosts" / "gpu02" / "client.crt", ca_dir / "hosts" / "gpu02" / "client.key"),
+        ctx(*gpu02),
         f"<13>1 2024-01-01T00:00:00Z gpu02 vigil-good - - - good {good}\n".encode(),
     )
     assert r3 == "open", r3
@@ -326,12 +317,10 @@ def test_a_client_without_a_valid_certificate_is_refused(
     time.sleep(2)
     store = lab.ssh("mon01", f"grep -rl -e {no_cert} -e {other_ca} /var/log/vigil-remote/ || true").stdout
     assert store == "", store
-    # the server's certificate is the audit CA's, for the name mon01: a client checks that
+    # the server's certificate is the site CA's, for the name mon01: a client checks that
     with (
         socket.create_connection((MON, PORT), timeout=10) as raw,
-        ctx(ca_dir / "hosts" / "gpu02" / "client.crt", ca_dir / "hosts" / "gpu02" / "client.key").wrap_socket(
-            raw, server_hostname="mon01"
-        ) as tls,
+        ctx(*gpu02).wrap_socket(raw, server_hostname="mon01") as tls,
     ):
         assert tls.getpeercert()["subject"] == ((("commonName", "mon01"),),)
 

@@ -85,12 +85,13 @@ def test_every_host_exports_the_expiry_of_its_certificates(lab: Any, stack: Depl
     def end(src: Path) -> str:
         return str(int(x509.load_pem_x509_certificate(src.read_bytes()).not_valid_after_utc.timestamp()))
 
-    audit_ca, site_ca = stack.home / "secrets" / "audit-ca", stack.home / "secrets" / "pki"
+    site_ca = stack.home / "secrets" / "pki"
     want = {}
     for host in UNITS["vigil-node-exporter"]:
-        for crt in (audit_ca / "hosts" / host).glob("*.crt"):
-            want[(host, f"/etc/vigil/audit/tls/{crt.name}")] = end(crt)
-        want[(host, "/etc/vigil/audit/tls/ca.crt")] = end(audit_ca / "ca.crt")
+        # the audit trail's copies: the receiver's server certificate, the others' client ones
+        usage = "server" if host == "mon01" else "client"
+        want[(host, f"/etc/vigil/audit/tls/{usage}.crt")] = end(site_ca / "issued" / host / f"{usage}.crt")
+        want[(host, "/etc/vigil/audit/tls/ca.crt")] = end(site_ca / "ca.crt")
         want[(host, "/etc/vigil/tls/server.crt")] = end(site_ca / "issued" / host / "server.crt")
         want[(host, "/etc/vigil/tls/ca.crt")] = end(site_ca / "ca.crt")
     assert len(want) == 4 * len(UNITS["vigil-node-exporter"])

@@ -49,6 +49,13 @@ def test_the_first_deploy_makes_the_ca_and_every_certificate_the_next_changes_no
     assert san(home, "gpu02") == (["gpu02"], [])
     key = pki.PkiPaths.of(home).issued("mon01") / "server.key"
     assert key.stat().st_mode & 0o777 == 0o600
+    # and a client certificate each (the audit trail's forwarding), by its inventory name only
+    assert first.clients == first.issued
+    client = x509.load_pem_x509_certificate((pki.PkiPaths.of(home).issued("gpu01") / "client.crt").read_bytes())
+    eku = client.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert list(eku) == [x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]
+    assert client.subject.rfc4514_string() == "CN=gpu01"
+    assert (pki.PkiPaths.of(home).issued("gpu01") / "client.key").stat().st_mode & 0o777 == 0o600
     ev = first.extravars(home)
     assert ev == {
         "vigil_pki_dir": str(home / "secrets" / "pki"),
@@ -80,12 +87,12 @@ def test_the_first_deploy_makes_the_ca_and_every_certificate_the_next_changes_no
 
     before = {h: (pki.PkiPaths.of(home).issued(h) / "server.crt").read_bytes() for h in first.hosts}
     again = host_certificates(home, inventory(), check=False)
-    assert (again.ca_made, again.issued, again.hosts) == (False, {}, first.hosts)
+    assert (again.ca_made, again.issued, again.clients, again.hosts) == (False, {}, {}, first.hosts)
     assert again.summary()["credentials_made"] == [] and again.extravars(home) == ev
     assert {h: (pki.PkiPaths.of(home).issued(h) / "server.crt").read_bytes() for h in first.hosts} == before
 
     moved = host_certificates(home, inventory({**ADDRESSES, "mon01": "198.18.0.99"}), check=False)
-    assert moved.issued == {"mon01": "issued for other names"}
+    assert moved.issued == {"mon01": "issued for other names"} and moved.clients == {}
     assert san(home, "mon01") == (["mon01"], ["198.18.0.99"])
 
 
@@ -108,11 +115,15 @@ def test_an_encrypted_ca_stops_the_deploy_with_the_command_to_run(tmp_path: Path
         host_certificates(home, inventory(selected=["mon01"]), check=False)
     line = str(err.value)
     assert "\n" not in line
-    assert "mon01's certificate" in line and "it is missing" in line
-    assert "`vigil pki issue --name mon01 --ip 198.18.0.10 --passphrase-file F`" in line
+    assert "mon01's server certificate" in line and "it is missing" in line
+    assert "`vigil pki issue --name mon01 --usage server --ip 198.18.0.10 --passphrase-file F`" in line
     assert not (pki.PkiPaths.of(home).issued("mon01") / "server.crt").exists()
-    # issued by hand with the passphrase, the deploy then needs no key
+    # issued by hand with the passphrase, the deploy then asks for the client certificate
     pki.issue(home, "mon01", dns=[], ips=["198.18.0.10"], passphrase=b"correct horse")
+    with pytest.raises(pki.PkiError) as err:
+        host_certificates(home, inventory(selected=["mon01"]), check=False)
+    assert "`vigil pki issue --name mon01 --usage client --passphrase-file F`" in str(err.value)
+    pki.issue(home, "mon01", usage="client", passphrase=b"correct horse")
     done = host_certificates(home, inventory(selected=["mon01"]), check=False)
     assert (done.issued, done.hosts) == ({}, ["mon01"])
 

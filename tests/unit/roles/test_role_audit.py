@@ -1,9 +1,8 @@
-"""Role `audit`: its structure, its templates rendered by Ansible, the rules checker, the audit CA.
+"""Role `audit`: its structure, its templates rendered by Ansible, the rules checker, its TLS
+material (the site CA's, which `vigil deploy` issues: tests/unit/deploy/test_host_certificates.py).
 
 The rules checker is what stands between a template and `augenrules --load` (auditctl has no dry
 run): each refusal below is a line that would make auditctl fail or do more than add vigil's rules.
-The CA script runs for real with openssl: files and modes, idempotence, names, reissue, and a chain
-that `openssl verify` accepts for the right purpose only.
 """
 
 from __future__ import annotations
@@ -112,15 +111,17 @@ def test_templates_say_they_are_managed() -> None:
         assert t.read_text().startswith("{{ ansible_managed | comment }}"), t
 
 
-def test_ca_material_is_made_on_the_controller_only() -> None:
+def test_tls_material_is_the_site_cas_which_the_deploy_passed() -> None:
     configure = {t["name"]: t for t in _tasks(ROLE / "tasks" / "configure.yml")}
-    for name in ("Make the audit CA on the controller", "Issue this host's certificate from the audit CA"):
-        assert configure[name]["delegate_to"] == "localhost"
-        assert configure[name]["become"] is False
-    assert configure["Make the audit CA on the controller"]["run_once"] is True
-    copy = configure["Copy the CA certificate, this host's certificate and key"]
-    modes = {i["dest"]: i["mode"] for i in copy["loop"]}
-    assert modes["ca.crt"] == "0644" and modes["{{ _audit_cert_usage }}.key"] == "0600"
+    block = configure["TLS material for the forwarding (the site CA's, issued by deploy)"]["block"]
+    copy = {t["name"]: t for t in block}["Copy the CA certificate, this host's certificate and key"]
+    items = {i["dest"]: i for i in copy["loop"]}
+    assert items["ca.crt"]["src"] == "{{ _audit_pki_dir }}/ca.crt" and items["ca.crt"]["mode"] == "0644"
+    key = items["{{ _audit_cert_usage }}.key"]
+    assert key["src"] == "{{ _audit_pki_dir }}/issued/{{ inventory_hostname }}/{{ _audit_cert_usage }}.key"
+    assert key["mode"] == "0600"
+    assert load(ROLE / "vars" / "main.yml")["_audit_pki_dir"] == "{{ vigil_pki_dir | default('') }}"
+    assert not (FILES / "audit_ca.py").exists()  # one CA for the site
 
 
 # --- templates rendered by Ansible --------------------------------------------------------------
@@ -366,115 +367,6 @@ def test_checker_refuses_rules_after_the_lock_and_exits_non_zero(tmp_path: Path)
         check=False,
     )
     assert (ok.returncode, ok.stdout, ok.stderr) == (0, "", "")
-
-
-# --- the audit CA -------------------------------------------------------------------------------
-
-needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
-
-
-def ca(directory: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    res = subprocess.run(
-        [sys.executable, str(FILES / "audit_ca.py"), "--dir", str(directory), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if check:
-        assert res.returncode == 0, res.stderr
-    return res
-
-
-def out(res: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    return dict(json.loads(res.stdout))
-
-
-def openssl(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["openssl", *args], capture_output=True, text=True, check=False)
-
-
-@needs_openssl
-def test_ca_is_made_once_with_private_modes(tmp_path: Path) -> None:
-    d = tmp_path / "secrets" / "audit-ca"
-    assert out(ca(d, "ca"))["changed"] is True
-    first = (d / "ca.crt").read_bytes()
-    assert out(ca(d, "ca"))["changed"] is False
-    assert (d / "ca.crt").read_bytes() == first
-    assert d.stat().st_mode & 0o777 == 0o700
-    assert (d / "ca.key").stat().st_mode & 0o777 == 0o600
-    text = openssl("x509", "-in", str(d / "ca.crt"), "-noout", "-text").stdout
-    assert "CA:TRUE, pathlen:0" in text and "Certificate Sign" in text
-
-
-@needs_openssl
-def test_server_and_client_certificates_verify_for_their_purpose_only(tmp_path: Path) -> None:
-    d = tmp_path / "ca"
-    ca(d, "ca")
-    server = out(ca(d, "cert", "--host", "mon01", "--usage", "server", "--ip", "198.18.0.10"))
-    client = out(ca(d, "cert", "--host", "gpu01", "--usage", "client"))
-    assert server["changed"] and client["changed"]
-    assert Path(server["key"]).stat().st_mode & 0o777 == 0o600
-    assert (d / "hosts" / "gpu01").stat().st_mode & 0o777 == 0o700
-    cafile = str(d / "ca.crt")
-    assert openssl("verify", "-CAfile", cafile, "-purpose", "sslserver", server["cert"]).returncode == 0
-    assert openssl("verify", "-CAfile", cafile, "-purpose", "sslclient", client["cert"]).returncode == 0
-    assert openssl("verify", "-CAfile", cafile, "-purpose", "sslserver", client["cert"]).returncode != 0
-    san = openssl("x509", "-in", server["cert"], "-noout", "-ext", "subjectAltName").stdout
-    assert "DNS:mon01" in san and "IP Address:198.18.0.10" in san
-    # a certificate of another CA does not verify against this one
-    other = tmp_path / "other"
-    ca(other, "ca")
-    rogue = out(ca(other, "cert", "--host", "gpu01", "--usage", "client"))
-    assert openssl("verify", "-CAfile", cafile, "-purpose", "sslclient", rogue["cert"]).returncode != 0
-
-
-@needs_openssl
-def test_certificate_is_kept_until_names_ca_or_expiry_say_otherwise(tmp_path: Path) -> None:
-    d = tmp_path / "ca"
-    ca(d, "ca")
-    args = ("cert", "--host", "mon01", "--usage", "server", "--ip", "198.18.0.10")
-    ca(d, *args)
-    before = (d / "hosts" / "mon01" / "server.crt").read_bytes()
-    assert out(ca(d, *args)) | {"cert": "", "key": ""} == {
-        "changed": False,
-        "reason": "valid",
-        "cert": "",
-        "key": "",
-    }
-    assert (d / "hosts" / "mon01" / "server.crt").read_bytes() == before
-    moved = out(ca(d, "cert", "--host", "mon01", "--usage", "server", "--ip", "198.18.0.12"))
-    assert moved["changed"] and moved["reason"].startswith("names changed")
-    soon = out(
-        ca(d, "cert", "--host", "mon01", "--usage", "server", "--ip", "198.18.0.12", "--renew-days", "900")
-    )
-    assert soon["changed"] and soon["reason"] == "expires within 900 days"
-    # a host certificate left over from another CA is issued again
-    shutil.copy(tmp_path / "ca" / "hosts" / "mon01" / "server.crt", tmp_path / "keep.crt")
-    other = tmp_path / "other"
-    ca(other, "ca")
-    ca(other, "cert", "--host", "mon01", "--usage", "server", "--ip", "198.18.0.12")
-    for f in ("server.crt", "server.key"):
-        shutil.copy(other / "hosts" / "mon01" / f, d / "hosts" / "mon01" / f)
-    again = out(ca(d, "cert", "--host", "mon01", "--usage", "server", "--ip", "198.18.0.12"))
-    assert again["changed"] and again["reason"] == "did not verify against the CA"
-
-
-@needs_openssl
-def test_ca_refuses_half_a_ca_and_bad_host_names(tmp_path: Path) -> None:
-    d = tmp_path / "ca"
-    ca(d, "ca")
-    (d / "ca.key").unlink()
-    res = ca(d, "ca", check=False)
-    assert (
-        res.returncode == 1 and "holds only half of the CA" in res.stderr and res.stderr.startswith("FAIL: ")
-    )
-    assert (d / "ca.crt").exists()  # nothing was replaced
-    d2 = tmp_path / "ca2"
-    ca(d2, "ca")
-    bad = ca(d2, "cert", "--host", "../etc", "--usage", "client", check=False)
-    assert bad.returncode == 1 and "cannot name a directory" in bad.stderr
-    none = ca(tmp_path / "empty", "cert", "--host", "gpu01", "--usage", "client", check=False)
-    assert none.returncode == 1 and "no CA yet" in none.stderr
 
 
 # --- the probe and the package installer --------------------------------------------------------
