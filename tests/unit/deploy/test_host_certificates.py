@@ -51,11 +51,12 @@ def test_the_first_deploy_makes_the_ca_and_every_certificate_the_next_changes_no
     assert key.stat().st_mode & 0o777 == 0o600
     # and a client certificate each (the audit trail's forwarding), by its inventory name only
     assert first.clients == first.issued
-    client = x509.load_pem_x509_certificate((pki.PkiPaths.of(home).issued("gpu01") / "client.crt").read_bytes())
+    issued = pki.PkiPaths.of(home).issued("gpu01")
+    client = x509.load_pem_x509_certificate((issued / "client.crt").read_bytes())
     eku = client.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
     assert list(eku) == [x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]
     assert client.subject.rfc4514_string() == "CN=gpu01"
-    assert (pki.PkiPaths.of(home).issued("gpu01") / "client.key").stat().st_mode & 0o777 == 0o600
+    assert (issued / "client.key").stat().st_mode & 0o777 == 0o600
     ev = first.extravars(home)
     assert ev == {
         "vigil_pki_dir": str(home / "secrets" / "pki"),

@@ -385,6 +385,7 @@ def test_an_upgrade_issues_the_certificates_first_and_hands_them_to_every_step(
     assert out["tls"] == {
         "ca_made": True,
         "issued": {"mon01": "missing"},
+        "clients_issued": {"mon01": "missing"},
         "hosts": 1,
         "credentials_made": [
             "scrape.password",
@@ -398,6 +399,7 @@ def test_an_upgrade_issues_the_certificates_first_and_hands_them_to_every_step(
     }, out["tls"]
     paths = PkiPaths.of(home)
     assert (paths.issued("mon01") / "server.crt").is_file()
+    assert (paths.issued("mon01") / "client.crt").is_file()
     sites = [p for p in plays if p["playbook"] == "playbooks/site.yml"]
     assert [p["name"] for p in sites] == ["services-v2", "store-v2"]
     for p in sites:
@@ -420,6 +422,7 @@ def test_an_upgrade_issues_the_certificates_first_and_hands_them_to_every_step(
     assert json.loads(capsys.readouterr().out)["tls"] == {
         "ca_made": False,
         "issued": {},
+        "clients_issued": {},
         "hosts": 1,
         "credentials_made": [],
     }
