@@ -220,18 +220,13 @@ def render(
     return {p.name: p.read_text() for p in sorted(out.iterdir())}
 
 
-def run_tasks(
-    tmp: Path, tasks: list[dict[str, Any]], *, extra_vars: dict[str, Any] | None = None, host: str = "mon01"
+def run_playbook(
+    tmp: Path, play: list[dict[str, Any]], inventory: dict[str, Any], extra_vars: dict[str, Any]
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``tasks`` on the controller against the sample inventory (for preflight checks)."""
-    play = [
-        {"name": "Run role tasks on the controller", "hosts": host, "gather_facts": False, "tasks": tasks}
-    ]
+    """Write PLAY, INVENTORY and EXTRA_VARS under TMP and run ansible-playbook on the controller."""
     (tmp / "tasks.yml").write_text(yaml.safe_dump(play, sort_keys=False))
-    (tmp / "inventory.yml").write_text(yaml.safe_dump(SAMPLE_INVENTORY, sort_keys=False))
-    ev = contract_vars(tmp / "home")
-    ev.update(extra_vars or {})
-    (tmp / "extra.json").write_text(json.dumps(ev))
+    (tmp / "inventory.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
+    (tmp / "extra.json").write_text(json.dumps(extra_vars))
     return subprocess.run(
         [
             str(BIN / "ansible-playbook"),
@@ -246,4 +241,15 @@ def run_tasks(
         env=ansible_env(tmp),
         cwd=str(tmp),
         check=False,
+        timeout=600,
     )
+
+
+def run_tasks(
+    tmp: Path, tasks: list[dict[str, Any]], *, extra_vars: dict[str, Any] | None = None, host: str = "mon01"
+) -> subprocess.CompletedProcess[str]:
+    """Run ``tasks`` on the controller against the sample inventory (for preflight checks)."""
+    play = [
+        {"name": "Run role tasks on the controller", "hosts": host, "gather_facts": False, "tasks": tasks}
+    ]
+    return run_playbook(tmp, play, SAMPLE_INVENTORY, {**contract_vars(tmp / "home"), **(extra_vars or {})})

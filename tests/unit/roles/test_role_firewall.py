@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.unit.roles.rendering import BIN, ROLES, SAMPLE_INVENTORY, ansible_env
+from tests.unit.roles.rendering import ROLES, SAMPLE_INVENTORY, run_playbook
 
 ROLE = ROLES / "firewall"
 ADMIN = "198.18.0.1/32"
@@ -53,25 +53,7 @@ def _play(tmp: Path, inventory: dict[str, Any], extra: dict[str, Any]) -> subpro
             ],
         }
     ]
-    (tmp / "play.yml").write_text(yaml.safe_dump(play, sort_keys=False))
-    (tmp / "inventory.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
-    (tmp / "extra.json").write_text(json.dumps(extra))
-    return subprocess.run(
-        [
-            str(BIN / "ansible-playbook"),
-            "-i",
-            str(tmp / "inventory.yml"),
-            str(tmp / "play.yml"),
-            "-e",
-            f"@{tmp / 'extra.json'}",
-        ],
-        capture_output=True,
-        text=True,
-        env=ansible_env(tmp),
-        cwd=str(tmp),
-        check=False,
-        timeout=300,
-    )
+    return run_playbook(tmp, play, inventory, extra)
 
 
 @pytest.fixture(scope="module")
