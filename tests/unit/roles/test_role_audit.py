@@ -10,10 +10,12 @@ from __future__ import annotations
 import configparser
 import importlib.util
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -405,3 +407,32 @@ def test_install_debs_skips_packages_installed_at_that_version_or_newer(tmp_path
         check=False,
     )
     assert missing.returncode == 2 and "no such file" in missing.stderr
+
+
+@pytest.mark.skipif(
+    shutil.which("dpkg") is None or os.geteuid() != 0, reason="needs dpkg, as root (the role runs it as root)"
+)
+def test_install_debs_follows_no_link_at_the_old_log_name_and_shows_dpkgs_error(tmp_path: Path) -> None:
+    """dpkg's output once went to the fixed /tmp/vigil-install-debs.log, where anyone could plant a link
+    for root to write through. A damaged .deb of a package not installed makes dpkg fail at once,
+    changing nothing: its error is shown, and neither the planted link nor its target is touched."""
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    planted = Path(tempfile.gettempdir()) / "vigil-install-debs.log"
+    if planted.exists() or planted.is_symlink():
+        pytest.skip(f"{planted} exists on this machine")
+    planted.symlink_to(victim)
+    try:
+        deb = tmp_path / "vigil-no-such-package_1.0-1_all.deb"
+        deb.write_bytes(b"not a debian archive")
+        res = subprocess.run(
+            ["sh", str(ROLES / "_common" / "files" / "install-debs"), f"vigil-no-such-package=1.0-1={deb}"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+        assert res.returncode == 1 and str(deb) in res.stderr, res.stderr
+        assert victim.read_text() == "keep me\n" and planted.is_symlink()
+    finally:
+        planted.unlink()
