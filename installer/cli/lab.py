@@ -10,7 +10,16 @@ from vigil.basics.errors import VigilError
 from vigil.installer import ops
 from vigil.installer.cli._common import json_option
 from vigil.installer.cli._output import emit_json, ok, showing_progress
-from vigil.installer.lab.hosts import ADMIN_IP, BRIDGE, GPUS_PER_NODE, HOSTS, SUBNET, host_by_name
+from vigil.installer.lab.hosts import (
+    ADMIN_IP,
+    BRIDGE,
+    DEFAULT_GPU_NODES,
+    GPUS_PER_NODE,
+    HOSTS,
+    MAX_GPU_NODES,
+    SUBNET,
+    host_by_name,
+)
 
 #: VictoriaMetrics on the lab's monitoring host
 VM_ADDRESS, VM_PORT = host_by_name("mon01").ip, 8428
@@ -31,8 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "lab",
         help="run the lab cluster: real systemd hosts with Slurm and simulated GPUs",
-        description="The lab is four Debian 12 hosts booted with systemd-nspawn on this machine: "
-        f"{_hosts_text()}. They reach each other and the admin host on {SUBNET} and have no route "
+        description="The lab is Debian 12 hosts booted with systemd-nspawn on this machine: "
+        f"{_hosts_text()} (more GPU nodes with `lab up --gpu-nodes N`). They reach each other and "
+        f"the admin host on {SUBNET} and have no route "
         "anywhere else. Needs root. State lives in $VIGIL_LAB_DIR (default /var/lib/vigil-lab), the "
         "debootstrapped root file system in $VIGIL_LAB_CACHE (default /var/cache/vigil/lab).",
     )
@@ -45,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="build (once) and boot the lab hosts; write the Ansible inventory",
         description="Debootstrap Debian 12 into the cache on first use (about a minute, from the Debian "
         "mirror apt already uses), give each host its own root fs, boot it, and wait until every host "
-        "answers over SSH, `systemctl is-system-running` has settled and Slurm shows both GPU nodes idle. "
+        "answers over SSH, `systemctl is-system-running` has settled and Slurm shows every GPU node idle. "
         "Then write DIR/hosts.yml. Hosts already running are left alone, so running it twice is safe. "
         "A host that comes up `degraded` is reported with its failed units.",
     )
@@ -60,6 +70,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--mirror",
         metavar="URI",
         help="Debian mirror for the first build (default: the bookworm entry of apt's sources)",
+    )
+    u.add_argument(
+        "--gpu-nodes",
+        type=int,
+        metavar="N",
+        help=f"GPU nodes gpu01..gpuNN at 198.18.0.21 and up, 1-{MAX_GPU_NODES} (default: the running "
+        f"lab's size, else {DEFAULT_GPU_NODES}; docs/lab.md says what each node costs)",
     )
     u.set_defaults(func=_up, action="lab.up")
 
@@ -103,7 +120,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     j.add_argument("--gpus", type=int, required=True, metavar="N", help="GPUs to allocate (1-4)")
     j.add_argument("--seconds", type=int, required=True, metavar="S", help="how long the job runs")
-    j.add_argument("--node", help="run on this GPU node (gpu01 or gpu02; default: Slurm chooses)")
+    j.add_argument("--node", help="run on this GPU node, e.g. gpu01 (default: Slurm chooses)")
     j.set_defaults(func=_job, action="lab.job")
 
     f = ls.add_parser(
@@ -142,7 +159,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="ecc-dbe, ecc-sbe-storm, xid, thermal, throttle, nvlink-crc, fb-full, stuck-idle, node-down, "
         "bmc-thermal, bmc-down",
     )
-    f.add_argument("host", metavar="HOST", help="GPU node: gpu01 or gpu02")
+    f.add_argument("host", metavar="HOST", help="GPU node, e.g. gpu01")
     f.add_argument(
         "gpu", nargs="?", metavar="GPU", help="GPU index 0-3 (not for node-down, bmc-thermal, bmc-down)"
     )
@@ -154,7 +171,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def _up(args: argparse.Namespace, inv: ops.Invocation) -> int:
     with showing_progress(inv, steps="  ", bars=False):
-        res = ops.lab_up(inv, inventory_dir=args.inventory, mirror=args.mirror)
+        res = ops.lab_up(inv, inventory_dir=args.inventory, mirror=args.mirror, gpu_nodes=args.gpu_nodes)
     degraded = [h for h in res.hosts if h.system != "running"]
     if args.json:
         emit_json(

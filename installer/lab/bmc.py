@@ -31,7 +31,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from vigil.installer.lab import _files
 from vigil.installer.lab.errors import LabError
-from vigil.installer.lab.hosts import host_by_name
+from vigil.installer.lab.hosts import HOSTS, MAX_GPU_NODES, Host, host_by_name, lab_hosts
 from vigil.installer.lab.paths import LabPaths
 
 #: where each simulator listens (HTTPS), on its host's lab address
@@ -60,27 +60,30 @@ class Bmc:
 
     @property
     def ip(self) -> str:
-        return host_by_name(self.host).ip
+        return host_by_name(self.host, _ANY).ip
 
     @property
     def url(self) -> str:
         return f"https://{self.ip}:{BMC_PORT}"
 
 
-#: one BMC per GPU node, on the node itself; one PDU feeding both, on the controller
-BMCS: tuple[Bmc, ...] = (
-    Bmc("gpu01", "gpu01", "rackmount1", ("gpu01",)),
-    Bmc("gpu02", "gpu02", "rackmount1", ("gpu02",)),
-    Bmc("pdu01", "ctl01", "pdu", ("gpu01", "gpu02")),
-)
+#: every host a lab of any size can have
+_ANY = lab_hosts(MAX_GPU_NODES)
+#: outlets of the public-pdu mockup (A1-A5, B1-B3, C1-C3): one GPU node each
+PDU_OUTLETS = 11
 
 
-def bmc_on(host: str) -> Bmc | None:
-    """The server BMC simulated on HOST, if any (the PDU is not a host's BMC)."""
-    for b in BMCS:
-        if b.host == host and b.mockup != "pdu":
-            return b
-    return None
+def lab_bmcs(hosts: tuple[Host, ...] = HOSTS) -> tuple[Bmc, ...]:
+    """One BMC per GPU node of HOSTS, on the node itself; one PDU on the controller, one outlet per
+    GPU node for as many nodes as it has outlets (a larger lab's other nodes hang on no PDU)."""
+    nodes = tuple(h.name for h in hosts if h.gpu_node)
+    ctl = next(h.name for h in hosts if h.slurm_controller)
+    pdu = Bmc("pdu01", ctl, "pdu", nodes[:PDU_OUTLETS])
+    return (*(Bmc(n, n, "rackmount1", (n,)) for n in nodes), pdu)
+
+
+#: the BMCs of the lab at its default size
+BMCS: tuple[Bmc, ...] = lab_bmcs()
 
 
 @dataclass(frozen=True)
@@ -214,7 +217,7 @@ def ensure_material(paths: LabPaths, bmcs: tuple[Bmc, ...] = BMCS) -> BmcMateria
 
 
 def gpu_metrics_url(node: str) -> str:
-    return f"http://{host_by_name(node).ip}:{GPU_METRICS_PORT}/metrics"
+    return f"http://{host_by_name(node, _ANY).ip}:{GPU_METRICS_PORT}/metrics"
 
 
 def host_vars(material: BmcMaterial, bmcs: tuple[Bmc, ...] = BMCS) -> dict[str, dict[str, object]]:

@@ -16,7 +16,7 @@ from vigil.installer.lab import bmc, cgroups, inventory, keys, network, nspawn, 
 from vigil.installer.lab import state as lab_state
 from vigil.installer.lab._proc import require_tools
 from vigil.installer.lab.errors import LabError, LabPrerequisiteMissing
-from vigil.installer.lab.hosts import BRIDGE, HOSTS, Host
+from vigil.installer.lab.hosts import BRIDGE, DEFAULT_GPU_NODES, Host, lab_hosts
 from vigil.installer.lab.mirror import find_mirror
 from vigil.installer.lab.paths import LabPaths
 from vigil.installer.lab.ssh import ssh
@@ -119,9 +119,9 @@ def _wait_host(paths: LabPaths, host: Host, proc: nspawn.Proc, log_file: Path) -
     return system_state(paths, host, wait=max(10.0, deadline - time.monotonic()))
 
 
-def slurm_nodes(paths: LabPaths) -> dict[str, str]:
+def slurm_nodes(paths: LabPaths, hosts: tuple[Host, ...] | None = None) -> dict[str, str]:
     """Node -> state as the controller's `sinfo` reports it."""
-    ctl = next(h for h in HOSTS if h.slurm_controller)
+    ctl = next(h for h in hosts or lab_hosts() if h.slurm_controller)
     cp = ssh(paths, ctl.ip, "sinfo --noheader --Node --format='%N %T'", timeout=20)
     nodes: dict[str, str] = {}
     for line in cp.stdout.splitlines():
@@ -131,16 +131,16 @@ def slurm_nodes(paths: LabPaths) -> dict[str, str]:
     return nodes
 
 
-def _wait_slurm(paths: LabPaths) -> dict[str, str]:
-    want = {h.name for h in HOSTS if h.gpu_node}
+def _wait_slurm(paths: LabPaths, hosts: tuple[Host, ...]) -> dict[str, str]:
+    want = {h.name for h in hosts if h.gpu_node}
     deadline = time.monotonic() + SLURM_TIMEOUT
     nodes: dict[str, str] = {}
     while time.monotonic() < deadline:
-        nodes = slurm_nodes(paths)
+        nodes = slurm_nodes(paths, hosts)
         if want <= nodes.keys() and all(nodes[n] in ("idle", "mixed", "allocated") for n in want):
             return nodes
         time.sleep(1)
-    ctl = next(h for h in HOSTS if h.slurm_controller)
+    ctl = next(h for h in hosts if h.slurm_controller)
     why = ssh(paths, ctl.ip, "sinfo --noheader --list-reasons", timeout=20).stdout.strip()
     raise LabError(
         "slurm",
@@ -154,16 +154,32 @@ def up(
     *,
     inventory_dir: Path = Path("inventories/lab"),
     mirror: str | None = None,
+    gpu_nodes: int | None = None,
     log: Log = lambda _m: None,
 ) -> UpResult:
-    """Bring the lab up; hosts already running are left alone."""
+    """Bring the lab up with GPU_NODES GPU nodes (default: the running lab's size, else
+    DEFAULT_GPU_NODES); hosts already running are left alone."""
     paths = paths or LabPaths.from_env()
     t0 = time.monotonic()
     _require_root()
     require_tools()
     with _locked(paths):
         st = lab_state.load(paths.state_file)
-        missing = [h for h in HOSTS if not _running(st, h)]
+        running = [name for name, hs in st.hosts.items() if nspawn.alive(_proc(hs))]
+        if gpu_nodes is None:
+            gpu_nodes = st.gpu_nodes if st.hosts else DEFAULT_GPU_NODES
+        elif running and gpu_nodes != st.gpu_nodes:
+            raise LabError(
+                f"--gpu-nodes {gpu_nodes}",
+                f"the lab is up with {st.gpu_nodes} GPU nodes; `vigil lab down` first",
+            )
+        hosts = lab_hosts(gpu_nodes)
+        st.gpu_nodes = gpu_nodes
+        for name in [n for n in st.hosts if n not in {h.name for h in hosts}]:
+            gone = st.hosts.pop(name)  # of a larger lab that is no longer running
+            cgroups.remove(gone.cgroups)
+            rootfs.release(paths.host_dir(name), paths.rootfs(name))
+        missing = [h for h in hosts if not _running(st, h)]
         # 1. the root fs (once), the keys (once), the bridge
         cache = Path(st.cache_rootfs) if st.cache_rootfs and not missing else None
         built = False
@@ -188,6 +204,7 @@ def up(
                 admin_pubkey=Path(f"{admin_key}.pub").read_text(),
                 host_key=paths.host_key(host.name),
                 munge_key=munge,
+                hosts=hosts,
             )
             groups = cgroups.create(host.name)
             proc = nspawn.start(
@@ -206,7 +223,7 @@ def up(
             )
             lab_state.save(paths.state_file, st)
             log(f"{host.name}: booting ({mode}, pid {proc.pid})")
-        keys.write_known_hosts(paths, {h: Path(f"{paths.host_key(h.name)}.pub").read_text() for h in HOSTS})
+        keys.write_known_hosts(paths, {h: Path(f"{paths.host_key(h.name)}.pub").read_text() for h in hosts})
 
         # 3. every host answers over ssh and systemd has finished starting it
         def wait(host: Host) -> HostReport:
@@ -214,13 +231,14 @@ def up(
             answer, failed = _wait_host(paths, host, proc, paths.console_log(host.name))
             return HostReport(host.name, host.ip, proc.pid, True, answer, failed, host.name in started)
 
-        with ThreadPoolExecutor(max_workers=len(HOSTS)) as pool:
-            reports = list(pool.map(wait, HOSTS))
-        # 4. Slurm: both GPU nodes registered and idle
-        nodes = _wait_slurm(paths)
+        with ThreadPoolExecutor(max_workers=len(hosts)) as pool:
+            reports = list(pool.map(wait, hosts))
+        # 4. Slurm: every GPU node registered and idle
+        nodes = _wait_slurm(paths, hosts)
         # 5. the inventory, last: it names hosts that answer, and the simulated BMCs' lab CA
         # certificates and accounts (made once, kept by `down`)
-        inv = inventory.write_inventory(paths, inventory_dir, bmc.ensure_material(paths))
+        material = bmc.ensure_material(paths, bmc.lab_bmcs(hosts))
+        inv = inventory.write_inventory(paths, inventory_dir, material, hosts)
         st.inventory = str(inv.resolve())
         lab_state.save(paths.state_file, st)
     return UpResult(reports, inv, cache, built, nodes, time.monotonic() - t0)
@@ -232,9 +250,10 @@ def down(paths: LabPaths | None = None, *, log: Log = lambda _m: None) -> dict[s
     _require_root()
     with _locked(paths):
         st = lab_state.load(paths.state_file)
+        hosts = lab_hosts(st.gpu_nodes)
         outcome: dict[str, str] = {}
         # 1. stop the containers, in parallel (each shutdown takes a few seconds)
-        with ThreadPoolExecutor(max_workers=len(HOSTS)) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, len(st.hosts))) as pool:
             results = dict(
                 zip(st.hosts, pool.map(lambda hs: nspawn.stop(_proc(hs)), st.hosts.values()), strict=True)
             )
@@ -250,9 +269,9 @@ def down(paths: LabPaths | None = None, *, log: Log = lambda _m: None) -> dict[s
                 "directory but are not in its state file; stop them by PID by hand",
             )
         # 2. the host roots (overlays unmounted), the bridge and whatever veths remain
-        for host in HOSTS:
-            rootfs.release(paths.host_dir(host.name), paths.rootfs(host.name))
-        network.remove_bridge(HOSTS)
+        for name in sorted({h.name for h in hosts} | set(st.hosts)):
+            rootfs.release(paths.host_dir(name), paths.rootfs(name))
+        network.remove_bridge(hosts)
         if st.inventory:
             inventory.remove_inventory(Path(st.inventory))
         paths.state_file.unlink(missing_ok=True)
@@ -264,6 +283,7 @@ def status(paths: LabPaths | None = None, *, probe: bool = True) -> dict[str, An
     """Each host's PID, whether it runs and what systemd says; the bridge and forwarding switches."""
     paths = paths or LabPaths.from_env()
     st = lab_state.load(paths.state_file)
+    lab = lab_hosts(st.gpu_nodes)
     hosts: list[HostReport] = []
 
     def one(host: Host) -> HostReport:
@@ -275,8 +295,8 @@ def status(paths: LabPaths | None = None, *, probe: bool = True) -> dict[str, An
         answer, failed = system_state(paths, host) if probe else ("unknown", [])
         return HostReport(host.name, host.ip, hs.pid, True, answer, failed)
 
-    with ThreadPoolExecutor(max_workers=len(HOSTS)) as pool:
-        hosts = list(pool.map(one, HOSTS))
+    with ThreadPoolExecutor(max_workers=len(lab)) as pool:
+        hosts = list(pool.map(one, lab))
     any_running = any(h.running for h in hosts)
     return {
         "lab_dir": str(paths.lab_dir),
@@ -285,6 +305,7 @@ def status(paths: LabPaths | None = None, *, probe: bool = True) -> dict[str, An
         "inventory": st.inventory or None,
         "ssh_key": st.ssh_key or None,
         "known_hosts": st.known_hosts or None,
-        "slurm_nodes": slurm_nodes(paths) if probe and any_running else {},
+        "gpu_nodes": st.gpu_nodes,
+        "slurm_nodes": slurm_nodes(paths, lab) if probe and any_running else {},
         "hosts": [h.to_json() for h in hosts],
     }

@@ -23,8 +23,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from vigil.installer.lab import state as lab_state
 from vigil.installer.lab.errors import LabError, LabRequestRefused
-from vigil.installer.lab.hosts import GPUS_PER_NODE, host_by_name
+from vigil.installer.lab.hosts import GPUS_PER_NODE, HOSTS, Host, host_by_name
 from vigil.installer.lab.paths import LabPaths
 from vigil.installer.lab.ssh import ssh, ssh_argv
 
@@ -94,13 +95,21 @@ CODE_KINDS = ("xid",)
 
 
 def check_fault(
-    kind: str, host: str, gpu: str | None, *, clear: bool, code: int | None, rate: float | None
+    kind: str,
+    host: str,
+    gpu: str | None,
+    *,
+    clear: bool,
+    code: int | None,
+    rate: float | None,
+    hosts: tuple[Host, ...] = HOSTS,
 ) -> None:
-    """Refuse a fault request that the lab would not carry out as asked, before anything is sent."""
+    """Refuse a fault request that the lab (of HOSTS) would not carry out as asked, before anything
+    is sent."""
     if kind not in KINDS:
         raise LabRequestRefused(kind, f"unknown fault (kinds: {', '.join(KINDS)})")
     try:
-        node = host_by_name(host)
+        node = host_by_name(host, hosts)
     except LabError as exc:
         raise LabRequestRefused(exc.obj, exc.reason) from None
     if not node.gpu_node:
@@ -142,8 +151,9 @@ def inject(
     code: int | None = None,
     rate: float | None = None,
 ) -> FaultResult:
-    check_fault(kind, host, gpu, clear=clear, code=code, rate=rate)
-    h = host_by_name(host)
+    hosts = lab_state.hosts_of(paths.state_file)
+    check_fault(kind, host, gpu, clear=clear, code=code, rate=rate, hosts=hosts)
+    h = host_by_name(host, hosts)
     if kind == "node-down":
         return _node_down(paths, h.name, h.ip, clear=clear)
     if kind in BMC_KINDS:

@@ -34,12 +34,32 @@ class Host:
         return self.slurm_controller or self.gpu_node
 
 
-HOSTS: tuple[Host, ...] = (
-    Host("mon01", "198.18.0.10", ("monitoring",)),
-    Host("ctl01", "198.18.0.11", ("slurm_controller",)),
-    Host("gpu01", "198.18.0.21", ("gpu_nodes",)),
-    Host("gpu02", "198.18.0.22", ("gpu_nodes",)),
-)
+#: GPU nodes `vigil lab up` starts unless told (`--gpu-nodes N`); tests use this size unless they are
+#: about scale
+DEFAULT_GPU_NODES = 2
+#: names keep two digits (gpu01..gpu99); GPU node K has the address 198.18.0.(20+K)
+MAX_GPU_NODES = 99
+
+
+def _gpu_node(k: int) -> Host:
+    return Host(f"gpu{k:02d}", f"198.18.0.{20 + k}", ("gpu_nodes",))
+
+
+def lab_hosts(gpu_nodes: int = DEFAULT_GPU_NODES) -> tuple[Host, ...]:
+    """The lab's hosts with GPU_NODES GPU nodes gpu01..gpuNN."""
+    if not 1 <= gpu_nodes <= MAX_GPU_NODES:
+        from vigil.installer.lab.errors import LabError
+
+        raise LabError(f"--gpu-nodes {gpu_nodes}", f"must be 1..{MAX_GPU_NODES}")
+    return (
+        Host("mon01", "198.18.0.10", ("monitoring",)),
+        Host("ctl01", "198.18.0.11", ("slurm_controller",)),
+        *(_gpu_node(k) for k in range(1, gpu_nodes + 1)),
+    )
+
+
+#: the lab at its default size
+HOSTS: tuple[Host, ...] = lab_hosts()
 
 #: inventory groups in the order hosts.yml lists them
 GROUPS: tuple[str, ...] = ("monitoring", "slurm_controller", "gpu_nodes")
@@ -51,10 +71,11 @@ ACCOUNTS: tuple[str, ...] = ("physics", "chemistry")
 USERS: tuple[tuple[str, int], ...] = (("alice", 2001), ("bob", 2002))
 
 
-def host_by_name(name: str) -> Host:
-    for h in HOSTS:
+def host_by_name(name: str, hosts: tuple[Host, ...] = HOSTS) -> Host:
+    """The host called NAME among HOSTS (default: the lab at its default size)."""
+    for h in hosts:
         if h.name == name:
             return h
     from vigil.installer.lab.errors import LabError
 
-    raise LabError(name, f"no such lab host (hosts: {', '.join(h.name for h in HOSTS)})")
+    raise LabError(name, f"no such lab host (hosts: {', '.join(h.name for h in hosts)})")

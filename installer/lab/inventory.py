@@ -37,7 +37,8 @@ def inventory_data(
     """The inventory; with BMCS (what `lab up` made for the simulated BMCs, installer/lab/bmc.py),
     also the BMC simulators' host variables and the Redfish exporter's targets on the monitoring host."""
     common = f"-o UserKnownHostsFile={paths.known_hosts} -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes"
-    simulators = bmc.host_vars(bmcs) if bmcs is not None else {}
+    lab_bmcs = bmc.lab_bmcs(hosts)
+    simulators = bmc.host_vars(bmcs, lab_bmcs) if bmcs is not None else {}
     extra = _firewall_extra_sources(hosts, bmcs is not None)
     children: dict[str, Any] = {}
     for group in GROUPS:
@@ -51,7 +52,7 @@ def inventory_data(
         if GROUP_VARS.get(group):
             children[group]["vars"] = dict(GROUP_VARS[group])
         if group == "monitoring" and bmcs is not None:
-            children[group]["vars"].update(bmc.exporter_vars(bmcs))
+            children[group]["vars"].update(bmc.exporter_vars(bmcs, lab_bmcs))
     return {
         "all": {
             "vars": {
@@ -83,18 +84,23 @@ def _firewall_extra_sources(hosts: tuple[Host, ...], with_bmcs: bool) -> dict[st
         return {}
     ips = {h.name: h.ip for h in hosts}
     readers: dict[str, list[str]] = {}
-    for b in bmc.BMCS:
+    for b in bmc.lab_bmcs(hosts):
         for node in b.feeds:
             if node != b.host and node in ips and b.host in ips:
                 readers.setdefault(node, [f"{ADMIN_IP}/32"]).append(f"{ips[b.host]}/32")
     return {node: {"firewall_exporter_extra_sources": sorted(set(v))} for node, v in readers.items()}
 
 
-def write_inventory(paths: LabPaths, directory: Path, bmcs: bmc.BmcMaterial | None = None) -> Path:
+def write_inventory(
+    paths: LabPaths,
+    directory: Path,
+    bmcs: bmc.BmcMaterial | None = None,
+    hosts: tuple[Host, ...] = HOSTS,
+) -> Path:
     """Write DIRECTORY/hosts.yml, 0600: with BMCS it holds the simulated BMCs' lab-only passwords."""
     path = directory / "hosts.yml"
     text = HEADER + yaml.safe_dump(
-        inventory_data(paths, bmcs=bmcs), sort_keys=False, default_flow_style=False
+        inventory_data(paths, hosts, bmcs=bmcs), sort_keys=False, default_flow_style=False
     )
     _files.write(path, text, mode=0o600)
     return path

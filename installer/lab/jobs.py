@@ -6,8 +6,9 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from vigil.installer.lab import state as lab_state
 from vigil.installer.lab.errors import LabError, LabRequestRefused
-from vigil.installer.lab.hosts import GPUS_PER_NODE, HOSTS, USERS, host_by_name
+from vigil.installer.lab.hosts import GPUS_PER_NODE, HOSTS, USERS, Host, host_by_name
 from vigil.installer.lab.paths import LabPaths
 from vigil.installer.lab.slurm import PARTITION
 from vigil.installer.lab.ssh import ssh
@@ -47,7 +48,15 @@ def _controller_ip() -> str:
     return next(h.ip for h in HOSTS if h.slurm_controller)
 
 
-def sbatch_command(*, account: str, user: str, gpus: int, seconds: int, node: str | None) -> str:
+def sbatch_command(
+    *,
+    account: str,
+    user: str,
+    gpus: int,
+    seconds: int,
+    node: str | None,
+    hosts: tuple[Host, ...] = HOSTS,
+) -> str:
     """The shell command run on the controller (checked arguments only; everything quoted)."""
     if not _NAME.match(account):
         raise LabRequestRefused(f"--account {account!r}", "must be 1-64 letters, digits, '_', '.', '-'")
@@ -71,7 +80,7 @@ def sbatch_command(*, account: str, user: str, gpus: int, seconds: int, node: st
     ]
     if node is not None:
         try:
-            h = host_by_name(node)
+            h = host_by_name(node, hosts)
         except LabError as exc:
             raise LabRequestRefused(exc.obj, exc.reason) from None
         if not h.gpu_node:
@@ -94,7 +103,8 @@ def submit(
     node: str | None = None,
 ) -> Job:
     """Submit a batch job that holds GPUS GPUs for SECONDS; returns it with Slurm's job id."""
-    cmd = sbatch_command(account=account, user=user, gpus=gpus, seconds=seconds, node=node)
+    hosts = lab_state.hosts_of(paths.state_file)
+    cmd = sbatch_command(account=account, user=user, gpus=gpus, seconds=seconds, node=node, hosts=hosts)
     cp = ssh(paths, _controller_ip(), cmd, timeout=60)
     if cp.returncode != 0:
         why = (cp.stderr.strip().splitlines() or [f"exit status {cp.returncode}"])[-1]

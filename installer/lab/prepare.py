@@ -29,11 +29,20 @@ def network_file(host: Host) -> str:
     )
 
 
-def prepare_host(root: Path, host: Host, *, admin_pubkey: str, host_key: Path, munge_key: bytes) -> None:
+def prepare_host(
+    root: Path,
+    host: Host,
+    *,
+    admin_pubkey: str,
+    host_key: Path,
+    munge_key: bytes,
+    hosts: tuple[Host, ...] = HOSTS,
+) -> None:
+    """Make ROOT into HOST, one of the lab's HOSTS."""
     # 1. identity
     _files.write(root / "etc/hostname", host.name + "\n")
     _files.write(root / "etc/machine-id", uuid.uuid4().hex + "\n", mode=0o444)
-    _files.write(root / "etc/hosts", etc_hosts())
+    _files.write(root / "etc/hosts", etc_hosts(hosts))
     # 2. network: the lab subnet only
     _files.write(root / NETWORK_FILE, network_file(host))
     # 3. ssh: the admin key for root, the host key made for this host
@@ -47,7 +56,7 @@ def prepare_host(root: Path, host: Host, *, admin_pubkey: str, host_key: Path, m
             _files.mask_unit(root, unit)
         return
     _files.write(root / "etc/munge/munge.key", munge_key, mode=0o400, owner=_files.ids(root, "munge"))
-    _files.write(root / "etc/slurm/slurm.conf", slurm.slurm_conf())
+    _files.write(root / "etc/slurm/slurm.conf", slurm.slurm_conf(hosts))
     _files.write(root / "etc/slurm/gres.conf", slurm.gres_conf())
     _files.enable_unit(root, "munge.service", "multi-user.target")
     if host.slurm_controller:

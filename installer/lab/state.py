@@ -9,6 +9,7 @@ from typing import Any
 
 from vigil.basics.atomic import write_file_atomic
 from vigil.installer.lab.errors import LabError
+from vigil.installer.lab.hosts import DEFAULT_GPU_NODES, Host, lab_hosts
 
 FORMAT = 1
 
@@ -33,6 +34,8 @@ class LabState:
     ssh_key: str = ""
     known_hosts: str = ""
     inventory: str = ""
+    #: the lab's size: GPU nodes gpu01..gpuNN (`lab up --gpu-nodes N`)
+    gpu_nodes: int = DEFAULT_GPU_NODES
     hosts: dict[str, HostState] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -52,6 +55,7 @@ def load(path: Path) -> LabState:
             ssh_key=raw.get("ssh_key", ""),
             known_hosts=raw.get("known_hosts", ""),
             inventory=raw.get("inventory", ""),
+            gpu_nodes=int(raw.get("gpu_nodes", DEFAULT_GPU_NODES)),
             hosts=hosts,
         )
     except (ValueError, TypeError, AttributeError) as exc:
@@ -65,3 +69,9 @@ def save(path: Path, state: LabState) -> None:
     write_file_atomic(
         path, (json.dumps(state.to_json(), indent=2, sort_keys=True) + "\n").encode(), mode=0o600
     )
+
+
+def hosts_of(path: Path) -> tuple[Host, ...]:
+    """The hosts of the lab whose state file is PATH, at the size it was brought up with (the default
+    size when there is none)."""
+    return lab_hosts(load(path).gpu_nodes)

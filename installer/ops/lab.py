@@ -8,19 +8,23 @@ from typing import Any
 from vigil.installer import lab
 from vigil.installer.lab.faults import FaultResult, check_fault, inject
 from vigil.installer.lab.jobs import Job, submit
+from vigil.installer.lab.state import hosts_of
 from vigil.installer.ops._invocation import Invocation
 
 
-def lab_up(inv: Invocation, *, inventory_dir: Path, mirror: str | None = None) -> lab.UpResult:
+def lab_up(
+    inv: Invocation, *, inventory_dir: Path, mirror: str | None = None, gpu_nodes: int | None = None
+) -> lab.UpResult:
     """``lab.up``: build the root file system once, boot every host, write the inventory."""
     inv.object = "lab"
-    res = lab.up(inventory_dir=inventory_dir, mirror=mirror, log=inv.step)
+    res = lab.up(inventory_dir=inventory_dir, mirror=mirror, gpu_nodes=gpu_nodes, log=inv.step)
     inv.details.update(
         inventory=str(res.inventory),
         cache=str(res.cache_rootfs),
         cache_built=res.cache_built,
         started=[h.name for h in res.hosts if h.started_now],
         seconds=round(res.seconds, 1),
+        gpu_nodes=len(res.slurm_nodes),
         hosts={h.name: {"pid": h.pid, "system": h.system} for h in res.hosts},
     )
     return res
@@ -69,7 +73,8 @@ def lab_fault(
     where = f"{host}/{gpu}" if gpu is not None else host
     inv.object = f"lab/fault/{kind}/{where}"
     inv.details.update(kind=kind, host=host, gpu=gpu, clear=clear, code=code)
-    check_fault(kind, host, gpu, clear=clear, code=code, rate=rate)  # before a value goes into the record
+    hosts = hosts_of(lab.LabPaths.from_env().state_file)
+    check_fault(kind, host, gpu, clear=clear, code=code, rate=rate, hosts=hosts)  # before the record
     inv.details.update(rate=rate)
     res = inject(lab.LabPaths.from_env(), kind, host, gpu, clear=clear, code=code, rate=rate)
     inv.details.update(state=res.state)

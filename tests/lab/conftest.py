@@ -34,6 +34,7 @@ from tests.lab import labhttp
 from vigil.installer import lab as lab_api
 from vigil.installer.lab import HOSTS, LabPaths, state
 from vigil.installer.lab._proc import TOOLS
+from vigil.installer.lab.hosts import DEFAULT_GPU_NODES
 
 
 def _missing_prerequisite() -> str | None:
@@ -74,8 +75,9 @@ class Lab:
         return cp
 
     def up(self) -> lab_api.UpResult:
-        """Bring the lab up (again); hosts already running are left alone."""
-        self.result = lab_api.up(self.paths, inventory_dir=self.inventory)
+        """Bring the lab up (again) at its default size; hosts already running are left alone (a lab
+        of another size running is refused: the tests are written for the default one)."""
+        self.result = lab_api.up(self.paths, inventory_dir=self.inventory, gpu_nodes=DEFAULT_GPU_NODES)
         return self.result
 
     def down(self) -> dict[str, str]:
