@@ -13,7 +13,7 @@ from typing import Any, TextIO
 from vigil.installer import ops
 from vigil.installer.cli._common import json_option, trust_option
 from vigil.installer.cli._output import emit_json
-from vigil.installer.deploy import PlaybookRun
+from vigil.installer.deploy import DEFAULT_FORKS, MAX_FORKS, PlaybookRun
 
 #: how often the live table drains the run's event queue and redraws (seconds)
 REFRESH = 0.25
@@ -40,11 +40,28 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("--bundle", type=int, metavar="N", help="imported bundle version (default: the highest)")
     p.add_argument(
+        "--forks",
+        type=_forks,
+        metavar="N",
+        help=f"hosts worked on at once (default: {DEFAULT_FORKS}; each is an Ansible worker process on "
+        "this host)",
+    )
+    p.add_argument(
         "--ansible-dir",
         type=Path,
         help="use this Ansible tree instead of the bundle's (development only; recorded)",
     )
     p.set_defaults(func=_deploy, action="deploy")
+
+
+def _forks(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 1 <= n <= MAX_FORKS:
+        raise argparse.ArgumentTypeError(f"{n} is not in 1..{MAX_FORKS}")
+    return n
 
 
 def _live(run: PlaybookRun, events: queue.Queue[dict[str, Any]]) -> None:
@@ -144,6 +161,7 @@ def _deploy(args: argparse.Namespace, inv: ops.Invocation) -> int:
         limit=args.limit,
         tags=args.tags,
         check=args.check,
+        forks=args.forks,
     )
     if not args.json:
         print(

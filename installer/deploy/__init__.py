@@ -20,6 +20,8 @@ from vigil.installer.deploy.argspec import check_argument_specs, refuse_bad_vari
 from vigil.installer.deploy.artifacts import DeployError, StoredBundle, artifact_vars, open_stored
 from vigil.installer.deploy.inventory import Inventory, load_inventory
 from vigil.installer.deploy.runner import (
+    DEFAULT_FORKS,
+    MAX_FORKS,
     PlaybookRun,
     Progress,
     RunResult,
@@ -31,6 +33,8 @@ from vigil.installer.deploy.site import SiteLock
 from vigil.installer.deploy.tls import HostCertificates, host_certificates
 
 __all__ = [
+    "DEFAULT_FORKS",
+    "MAX_FORKS",
     "DeployError",
     "DeployPlan",
     "PlaybookRun",
@@ -55,6 +59,8 @@ class DeployPlan:
     limit: str | None = None
     tags: str | None = None
     check: bool = False
+    #: hosts Ansible works on at once (None: DEFAULT_FORKS)
+    forks: int | None = None
 
 
 def plan_deploy(
@@ -67,6 +73,7 @@ def plan_deploy(
     limit: str | None = None,
     tags: str | None = None,
     check: bool = False,
+    forks: int | None = None,
 ) -> DeployPlan:
     """Steps 1-3: everything that can be known to be wrong before a change is made.
 
@@ -105,6 +112,7 @@ def plan_deploy(
         limit=limit,
         tags=tags,
         check=check,
+        forks=forks,
     )
 
 
@@ -135,6 +143,7 @@ def start_deploy(
             limit=plan.limit,
             tags=plan.tags,
             check=plan.check,
+            forks=plan.forks or DEFAULT_FORKS,
             events=events,
             run_id=plan.run_id,
             on_finish=lock.release if lock is not None else None,

@@ -208,6 +208,13 @@ class RunResult:
         return [self.progress.hosts[h].recap(h) for h in sorted(self.progress.hosts)]
 
 
+#: hosts Ansible works on at once unless `deploy --forks` says otherwise (Ansible's own default,
+#: 5, makes every task of a 500-node deploy take 100 rounds); docs/benchmarks.md has the figures
+DEFAULT_FORKS = 25
+#: what `deploy --forks` accepts: each fork is an ansible-playbook worker process on the admin host
+MAX_FORKS = 500
+
+
 def new_run_id() -> str:
     return f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(2)}"
 
@@ -301,6 +308,7 @@ def start_playbook(
     tags: str | None = None,
     skip_tags: str | None = None,
     check: bool = False,
+    forks: int = DEFAULT_FORKS,
     events: queue.Queue[dict[str, Any]] | None = None,
     run_id: str | None = None,
     on_finish: Callable[[], None] | None = None,
@@ -337,6 +345,7 @@ def start_playbook(
         tags=tags,
         skip_tags=skip_tags,
         cmdline="--check --diff" if check else None,
+        forks=forks,
         envvars=_environment(ansible_dir / "roles", run_dir),
         event_handler=handler,
         cancel_callback=cancel.is_set,
@@ -377,6 +386,7 @@ def ping_hosts(*, runs_dir: Path, inventory: Path, limit: str | None = None) -> 
         module="ping",
         inventory=str(inventory.resolve()),
         limit=limit,
+        forks=DEFAULT_FORKS,
         envvars=_environment(run_dir, run_dir),
         event_handler=handler,
         quiet=True,

@@ -6,7 +6,7 @@ import queue
 from pathlib import Path
 from typing import Any
 
-from vigil.installer.deploy import DeployError, DeployPlan, PlaybookRun, RunResult
+from vigil.installer.deploy import DEFAULT_FORKS, DeployError, DeployPlan, PlaybookRun, RunResult
 from vigil.installer.deploy import plan_deploy as _plan
 from vigil.installer.deploy import start_deploy as _start
 from vigil.installer.deploy.leaks import find_leaks
@@ -26,6 +26,7 @@ def plan_deploy(
     limit: str | None = None,
     tags: str | None = None,
     check: bool = False,
+    forks: int | None = None,
 ) -> DeployPlan:
     """``deploy``, steps 1-3: the inventory checked, the bundle re-verified in the store, every host
     of the plan's ``limit`` reached. Nothing is changed."""
@@ -40,6 +41,7 @@ def plan_deploy(
         limit=limit,
         tags=tags,
         check=check,
+        forks=forks,
     )
     inv.details.update(
         run_id=plan.run_id,
@@ -48,6 +50,7 @@ def plan_deploy(
         check=check,
         limit=limit,
         tags=tags,
+        forks=forks or DEFAULT_FORKS,
         hosts=plan.inventory.hosts,
         ansible_dir=str(ansible_dir) if ansible_dir else "bundle",
     )

@@ -473,3 +473,25 @@ def test_output_to_a_pipe_says_what_runs(
     assert {"  mon01: demo", "  gpu01: demo"} <= set(out)
     assert any(line.startswith("  ... ") and line.endswith("task 1: Wait a little") for line in out), out
     assert out.index("play: Demo") < out.index("recap:")
+
+
+@pytest.mark.parametrize(("extra", "forks"), [((), "25"), (("--forks", "1"), "1")])
+def test_forks_reach_ansible_playbook_and_the_audit_record(
+    site: dict[str, Path], capsys: pytest.CaptureFixture[str], extra: tuple[str, ...], forks: str
+) -> None:
+    rc, out = deploy(site, capsys, *extra)
+    assert rc == 0, out
+    command = json.loads((Path(out["run_dir"]) / "artifacts" / "command").read_text())["command"]
+    assert command[command.index("--forks") + 1] == forks
+    log = [json.loads(line) for line in (site["home"] / "audit" / "log.jsonl").read_text().splitlines()]
+    assert [r for r in log if r["action"] == "deploy"][-1]["details"]["forks"] == int(forks)
+
+
+@pytest.mark.parametrize("bad", ["0", "501", "many"])
+def test_forks_out_of_range_are_refused_before_anything_runs(
+    site: dict[str, Path], capsys: pytest.CaptureFixture[str], bad: str
+) -> None:
+    rc = main(["deploy", "-i", str(site["inv"]), "--ansible-dir", str(site["ansible"]), "--forks", bad])
+    assert rc == 1
+    assert capsys.readouterr().err.startswith("FAIL: vigil deploy: argument --forks: ")
+    assert not (site["home"] / "runs").exists()
