@@ -4,8 +4,9 @@ VictoriaMetrics, verified with vigil and with stock minisign, and a one-characte
 Figures: each job's GPU energy as its counters measured it (first to last sample of its series) is
 350 W (the simulator's busy power, no noise) x the time between those samples, and that time is what
 Slurm ran less at most the scrape interval at each end, as the scrapes actually fell (a loaded
-machine scrapes a little late); the report gives that measured energy within 2 %. GPU-hours to within one minute per GPU per job (the
-accounting rules count GPUs once a minute, so short lab jobs cannot be held to 2 % on GPU-hours).
+machine scrapes a little late); the report gives that measured energy within 2 %. GPU-hours to
+within one minute per GPU per job (the accounting rules count GPUs once a minute, so short lab jobs
+cannot be held to 2 % on GPU-hours).
 """
 
 from __future__ import annotations
