@@ -59,8 +59,8 @@ class DeployPlan:
     limit: str | None = None
     tags: str | None = None
     check: bool = False
-    #: hosts Ansible works on at once (None: DEFAULT_FORKS)
-    forks: int | None = None
+    #: hosts Ansible works on at once
+    forks: int = DEFAULT_FORKS
 
 
 def plan_deploy(
@@ -112,7 +112,7 @@ def plan_deploy(
         limit=limit,
         tags=tags,
         check=check,
-        forks=forks,
+        forks=forks or DEFAULT_FORKS,
     )
 
 
@@ -143,7 +143,7 @@ def start_deploy(
             limit=plan.limit,
             tags=plan.tags,
             check=plan.check,
-            forks=plan.forks or DEFAULT_FORKS,
+            forks=plan.forks,
             events=events,
             run_id=plan.run_id,
             on_finish=lock.release if lock is not None else None,

@@ -6,7 +6,7 @@ import queue
 from pathlib import Path
 from typing import Any
 
-from vigil.installer.deploy import DEFAULT_FORKS, DeployError, DeployPlan, PlaybookRun, RunResult
+from vigil.installer.deploy import DeployError, DeployPlan, PlaybookRun, RunResult
 from vigil.installer.deploy import plan_deploy as _plan
 from vigil.installer.deploy import start_deploy as _start
 from vigil.installer.deploy.leaks import find_leaks
@@ -50,7 +50,7 @@ def plan_deploy(
         check=check,
         limit=limit,
         tags=tags,
-        forks=forks or DEFAULT_FORKS,
+        forks=plan.forks,
         hosts=plan.inventory.hosts,
         ansible_dir=str(ansible_dir) if ansible_dir else "bundle",
     )
