@@ -221,9 +221,14 @@ def render(
 
 
 def run_playbook(
-    tmp: Path, play: list[dict[str, Any]], inventory: dict[str, Any], extra_vars: dict[str, Any]
+    tmp: Path,
+    play: list[dict[str, Any]],
+    inventory: dict[str, Any],
+    extra_vars: dict[str, Any],
+    extra_args: list[str] | tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess[str]:
-    """Write PLAY, INVENTORY and EXTRA_VARS under TMP and run ansible-playbook on the controller."""
+    """Write PLAY, INVENTORY and EXTRA_VARS under TMP and run ansible-playbook on the controller
+    (with EXTRA_ARGS, for example ``--check``)."""
     (tmp / "tasks.yml").write_text(yaml.safe_dump(play, sort_keys=False))
     (tmp / "inventory.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
     (tmp / "extra.json").write_text(json.dumps(extra_vars))
@@ -235,6 +240,7 @@ def run_playbook(
             str(tmp / "tasks.yml"),
             "-e",
             f"@{tmp / 'extra.json'}",
+            *extra_args,
         ],
         capture_output=True,
         text=True,

@@ -117,11 +117,16 @@ def test_tls_material_is_the_site_cas_which_the_deploy_passed() -> None:
     configure = {t["name"]: t for t in _tasks(ROLE / "tasks" / "configure.yml")}
     block = configure["TLS material for the forwarding (the site CA's, issued by deploy)"]["block"]
     copy = {t["name"]: t for t in block}["Copy the CA certificate, this host's certificate and key"]
-    items = {i["dest"]: i for i in copy["loop"]}
-    assert items["ca.crt"]["src"] == "{{ _audit_pki_dir }}/ca.crt" and items["ca.crt"]["mode"] == "0644"
+    assert copy["ansible.builtin.import_role"] == {"name": "_common", "tasks_from": "files"}
+    args = copy["vars"]
+    assert args["_common_files_dirs"] == [{"path": "{{ audit_tls_dir }}", "mode": "0700"}]
+    items = {f["path"].rsplit("/", 1)[1]: f for f in args["_common_files"]}
+    assert items["ca.crt"]["src"] == "{{ _audit_pki_dir ~ '/ca.crt' }}" and items["ca.crt"]["mode"] == "0644"
     key = items["{{ _audit_cert_usage }}.key"]
-    assert key["src"] == "{{ _audit_pki_dir }}/issued/{{ inventory_hostname }}/{{ _audit_cert_usage }}.key"
-    assert key["mode"] == "0600"
+    issued = "{{ _audit_pki_dir }}/issued/{{ inventory_hostname }}/{{ _audit_cert_usage }}"
+    assert args["__audit_issued"] == issued
+    assert key["src"] == "{{ __audit_issued ~ '.key' }}"
+    assert key["mode"] == "0600" and "owner" not in key and "group" not in key  # root's
     assert load(ROLE / "vars" / "main.yml")["_audit_pki_dir"] == "{{ vigil_pki_dir | default('') }}"
     assert not (FILES / "audit_ca.py").exists()  # one CA for the site
 

@@ -72,7 +72,8 @@ def test_argument_specs_document_type_default_and_meaning(role: str) -> None:
 def test_common_internal_role_documents_every_parameter_in_an_entry_point() -> None:
     defaults = load(ROLES / "_common" / "defaults" / "main.yml")
     specs = load(ROLES / "_common" / "meta" / "argument_specs.yml")["argument_specs"]
-    entries = {"main", "preflight", "user", "install", "install_wheel", "unit", "health", "web", "debs"}
+    entries = {"main", "preflight", "user", "install", "install_wheel", "unit", "health", "web", "files"}
+    entries.add("debs")
     assert set(specs) == entries
     documented = {name for entry in specs.values() for name in entry.get("options", {})}
     assert sorted(set(defaults) - documented) == []
