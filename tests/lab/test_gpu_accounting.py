@@ -208,14 +208,18 @@ def test_the_exporters_run_hardened_as_their_own_users(lab: Any, deployed_stack:
 
 
 def test_second_deploy_from_the_console_changes_nothing(
-    lab: Any, deployed_stack: Any, ran_jobs: dict[str, Any]
+    lab: Any, deployed_stack: Any, ran_jobs: dict[str, Any], measured: Any
 ) -> None:
-    """After the jobs ran, a redeploy changes nothing; it is driven from the console (`vigil tui`'s
-    Deploy screen: plan, confirm, the live grid), whose grid and result line must be the run's own
-    recap, and whose audit record must be the one `vigil deploy` leaves."""
+    """The stack's second deploy: after the jobs ran (their prologs and epilogs wrote into the
+    directories the roles manage), a redeploy changes nothing on any host. It is driven from the
+    console (`vigil tui`'s Deploy screen: plan, confirm, the live grid), whose grid and result line
+    must be the run's own recap, and whose audit record must be the one `vigil deploy` leaves.
+    Its time is the suite's rerun figure (docs/benchmarks.md)."""
     from tests.lab.tui_drive import deploy_from_the_console
 
+    t0 = time.monotonic()
     seen = deploy_from_the_console(deployed_stack.home, lab.inventory)
+    measured("lab: second deploy of the stack (from the console, after jobs)", time.monotonic() - t0)
     assert seen["result"] == [f"OK: deploy {seen['run_id']}: 4 hosts, 0 changed"], seen["result"]
     stats = seen["stats"]  # Ansible's own recap, from the run's artifacts
     for host in ("ctl01", "gpu01", "gpu02", "mon01"):
