@@ -123,14 +123,8 @@ def directory(spec, check):
 def _same_content(path, data, size):
     if size != len(data):
         return False
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    try:
-        with os.fdopen(fd, "rb") as f:
-            fd = -1
-            return f.read(len(data) + 1) == data
-    finally:
-        if fd >= 0:
-            os.close(fd)
+    with open(path, "rb", opener=lambda p, flags: os.open(p, flags | os.O_NOFOLLOW)) as f:
+        return f.read(len(data) + 1) == data
 
 
 def _write(path, data, uid, gid, mode):
