@@ -28,13 +28,21 @@ from vigil.installer.reports.errors import ReportInputError
 from vigil.installer.reports.period import HOUR, Period, chunks, hour_runs, iso
 from vigil.installer.reports.vm import Labels, VictoriaMetrics
 
-#: the rules' own lookback of a sample at an hourly point (they are evaluated every minute)
-LOOKBACK = "2m"
-LOOKBACK_S = 120
+#: how far back from an hourly point its sample may lie. vmalert stores each evaluation at the whole
+#: minute it asked for, so the sample of the hour ending at t lies at t. The window is shorter than the
+#: rules' 1m interval so that it can never be the minute before: an evaluation not yet written (a
+#: loaded host runs the group late in the minute, or after it) or never run (vmalert down) leaves the
+#: hour to the raw series, instead of a sample covering (t - 1h - 1m, t - 1m] standing in for it and
+#: losing the last minute's energy of every job in it.
+LOOKBACK = "30s"
+LOOKBACK_S = 30
 #: the longest raw window one query reads: the 1m subquery may not exceed VictoriaMetrics' default
 #: -search.maxPointsPerTimeseries (30,000 points: 20 days at 1m is 28,800)
 RAW_CHUNK = 20 * 24 * HOUR
 
+#: an hour is read from the rules when the group's last rule has its sample at the hour's end:
+#: vmalert evaluates a group's rules in order and one writer (-remoteWrite.concurrency, 1 as the role
+#: leaves it) sends them in that order, so the samples of the rules before it are stored by then
 RECORDED_PROBE = f"count(last_over_time(cluster:gpu_energy_joules:increase1h[{LOOKBACK}]))"
 RAW_PROBE = "count(count_over_time(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[{w}]))"
 
