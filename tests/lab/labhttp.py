@@ -57,11 +57,15 @@ def get_json(url: str, timeout: float = 20) -> Any:
     return json.loads(get(url, timeout)[1])
 
 
-def query(expr: str, *, at: float | None = None) -> list[dict[str, Any]]:
-    """An instant query; fails the test on any error the server reports."""
+def query(expr: str, *, at: float | None = None, nocache: bool = False) -> list[dict[str, Any]]:
+    """An instant query; fails the test on any error the server reports. ``nocache``: answered as of
+    the time asked for, even within VictoriaMetrics' -search.latencyOffset (30 s) of now, which it
+    otherwise moves back to now - 30 s."""
     params = {"query": expr}
     if at is not None:
         params["time"] = f"{at:.3f}"
+    if nocache:
+        params["nocache"] = "1"
     data = get_json(f"{VM}/api/v1/query?{urllib.parse.urlencode(params)}")
     assert data["status"] == "success", data
     return list(data["data"]["result"])

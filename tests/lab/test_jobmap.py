@@ -312,6 +312,7 @@ def test_mig_jobs_tag_their_instances_and_contention_shows(lab, deployed_stack, 
 
     # as JSON: `-e key=[...]` would hand the role a string, not a list
     _playbook_vars(lab, tmp_path, '{"slurm_jobmap_gres_devices": ' + MIG_DEVICES + "}")
+    restarted = time.time()
     lab.ssh(
         "gpu01",
         f"mkdir -p {os.path.dirname(MIG_DROPIN)} && "
@@ -362,7 +363,21 @@ def test_mig_jobs_tag_their_instances_and_contention_shows(lab, deployed_stack, 
 
         hits = wait_for("both jobs in the contention expression", contention, 60)
         assert {x["metric"]["account"] for x in hits} == {"physics", "chemistry"}
-        assert not query('DCGM_FI_DEV_GPU_UTIL{instance="gpu01",gpu="2"}')  # NVML has none on MIG
+        # NVML has no utilisation on a MIG GPU: no sample of it since the first one in MIG mode. Read by
+        # the samples' own times: an instant query may still show the last one from before the
+        # restart (VictoriaMetrics answers a query that recent as of 30 s ago, and keeps a series
+        # for up to 5 min unless a staleness mark ended it), which says nothing about MIG mode.
+        window = f"[{int(time.time() - restarted) + 60}s]"
+        first_mig = query(
+            f'min(tfirst_over_time(DCGM_FI_PROF_DRAM_ACTIVE{{instance="gpu01",gpu="2",GPU_I_ID!=""}}{window}))',
+            nocache=True,
+        )
+        assert first_mig, "no MIG instance series of GPU 2"
+        util = query(
+            f'tlast_over_time(DCGM_FI_DEV_GPU_UTIL{{instance="gpu01",gpu="2"}}{window})', nocache=True
+        )
+        since = float(first_mig[0]["value"][1])
+        assert [u for u in util if float(u["value"][1]) >= since] == [], (since, util)
     finally:
         if jobs:
             lab.ssh("ctl01", "scancel " + " ".join(jobs), check=False)
