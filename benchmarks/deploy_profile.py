@@ -10,7 +10,8 @@ or the end of the run): under the linear strategy that is what the operator wait
     (RUN_DIR: $VIGIL_HOME/runs/<id>, printed as `run_dir` by `vigil deploy --json`)
 
 Prints the run's wall time, the number of tasks and of host-task results, the most expensive
-tasks, and the seconds per role.
+tasks, the seconds per role, and the seconds per module (the task's action: what one round trip
+to the hosts, or the controller's own work, costs across the run).
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ def profile(run_dir: Path) -> dict:
                     "t0": when,
                     "role": data.get("role") or "(play)",
                     "task": data.get("task") or data.get("name") or "?",
+                    "action": (data.get("resolved_action") or data.get("task_action") or "?").removeprefix(
+                        "ansible.builtin."
+                    ),
                     "results": 0,
                 }
                 tasks.append(current)
@@ -65,13 +69,22 @@ def profile(run_dir: Path) -> dict:
     last = datetime.fromisoformat(events[-1]["created"]).timestamp()
     tasks = [t for t in tasks if "seconds" in t]
     by_role: dict[str, float] = defaultdict(float)
+    by_action: dict[str, list[float]] = defaultdict(lambda: [0.0, 0, 0])
     for t in tasks:
         by_role[t["role"]] += t["seconds"]
+        acc = by_action[t["action"]]
+        acc[0] += t["seconds"]
+        acc[1] += 1
+        acc[2] += t["results"]
     return {
         "wall_s": last - first,
         "tasks": tasks,
         "host_results": sum(t["results"] for t in tasks),
         "by_role": dict(sorted(by_role.items(), key=lambda kv: -kv[1])),
+        # module -> (seconds, tasks, host results)
+        "by_action": {
+            a: (v[0], int(v[1]), int(v[2])) for a, v in sorted(by_action.items(), key=lambda kv: -kv[1][0])
+        },
     }
 
 
@@ -93,6 +106,9 @@ def main() -> int:
     for role, seconds in p["by_role"].items():
         n = sum(1 for t in p["tasks"] if t["role"] == role)
         print(f"  {seconds:7.1f} s  {role:<18} {n:4d} tasks")
+    print("\nseconds per module (tasks, host results, seconds per task):")
+    for action, (seconds, n, results) in p["by_action"].items():
+        print(f"  {seconds:7.1f} s  {action:<26} {n:4d} tasks {results:5d} results {seconds / n:5.2f} s/task")
     return 0
 
 
