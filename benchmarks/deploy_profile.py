@@ -69,22 +69,17 @@ def profile(run_dir: Path) -> dict:
     last = datetime.fromisoformat(events[-1]["created"]).timestamp()
     tasks = [t for t in tasks if "seconds" in t]
     by_role: dict[str, float] = defaultdict(float)
-    by_action: dict[str, list[float]] = defaultdict(lambda: [0.0, 0, 0])
+    by_action: dict[str, tuple[float, int, int]] = {}  # module -> (seconds, tasks, host results)
     for t in tasks:
         by_role[t["role"]] += t["seconds"]
-        acc = by_action[t["action"]]
-        acc[0] += t["seconds"]
-        acc[1] += 1
-        acc[2] += t["results"]
+        seconds, n, results = by_action.get(t["action"], (0.0, 0, 0))
+        by_action[t["action"]] = (seconds + t["seconds"], n + 1, results + t["results"])
     return {
         "wall_s": last - first,
         "tasks": tasks,
         "host_results": sum(t["results"] for t in tasks),
         "by_role": dict(sorted(by_role.items(), key=lambda kv: -kv[1])),
-        # module -> (seconds, tasks, host results)
-        "by_action": {
-            a: (v[0], int(v[1]), int(v[2])) for a, v in sorted(by_action.items(), key=lambda kv: -kv[1][0])
-        },
+        "by_action": dict(sorted(by_action.items(), key=lambda kv: -kv[1][0])),
     }
 
 
