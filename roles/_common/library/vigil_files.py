@@ -15,6 +15,12 @@ differ:
   then renamed over the path. A link planted at the path is replaced, never followed; a directory
   at the path is refused.
 
+A file may name a checker (``validate``: a command and its arguments, split as a shell would but
+run without one, ``%s`` standing for the file): every differing file of the call is first staged
+beside its path and each checker runs on its staged file; only when all are staged and every
+checker passed are they renamed into place, so a refused file leaves all of the call's files as
+they were. Check mode stages nothing and runs no checker, as ``copy`` does.
+
 Check mode reports what would change and writes nothing. Contents are ``no_log``: they never
 appear in results or logs (a host's key goes through here). Returns ``results``: one entry per
 directory and file, with ``path``, ``changed`` and, when changed, ``reason``.
@@ -27,7 +33,9 @@ import contextlib
 import grp
 import os
 import pwd
+import shlex
 import stat
+import subprocess
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
@@ -55,6 +63,7 @@ options:
       owner: {type: str, default: root}
       group: {type: str, default: root}
       mode: {type: str, required: true}
+      validate: {type: str, default: ""}
 """
 
 
@@ -127,9 +136,9 @@ def _same_content(path, data, size):
         return f.read(len(data) + 1) == data
 
 
-def _write(path, data, uid, gid, mode):
-    parent = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=parent)
+def _stage(path, data, uid, gid, mode):
+    """A new file beside PATH with DATA, owner and mode set before a byte is written; its name."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=os.path.dirname(path))
     try:
         try:
             os.fchown(fd, uid, gid)
@@ -140,11 +149,35 @@ def _write(path, data, uid, gid, mode):
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.rename(tmp, path)  # over a link: the link is replaced, its target untouched
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    return tmp
+
+
+def _check(path, command, staged):
+    """Run COMMAND on the staged file of PATH; Refused with the checker's last line when it fails."""
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise Refused(f"{path}: checker {command!r} cannot be read: {exc}") from None
+    if not any("%s" in arg for arg in argv):
+        raise Refused(f"{path}: checker {command!r} does not name the file (%s)")
+    argv = [arg.replace("%s", staged) for arg in argv]
+    try:
+        proc = subprocess.run(  # noqa: S603 - the role's own checker command, no shell
+            argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=120, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise Refused(f"{path}: checker {argv[0]} could not run: {exc}") from None
+    if proc.returncode != 0:
+        lines = (proc.stderr or proc.stdout).decode("utf-8", "replace").strip().splitlines()
+        last = lines[-1].strip() if lines else f"exit status {proc.returncode}"
+        raise Refused(f"{path}: refused by {argv[0]}: {last}")
+
+
+def _sync_dir(parent):
     dfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(dfd)
@@ -153,7 +186,7 @@ def _write(path, data, uid, gid, mode):
 
 
 def regular_file(spec, check):
-    """Put SPEC's file in place; returns the reason it changed, or "" when it was in place."""
+    """Compare SPEC's file with the host's: (path, data, uid, gid, mode, reason); reason "" when in place."""
     path = _absolute(spec["path"])
     mode = _mode(path, spec["mode"])
     uid, gid = _ids(path, spec["owner"], spec["group"])
@@ -177,23 +210,47 @@ def regular_file(spec, check):
         if stat.S_IMODE(st.st_mode) != mode:
             reasons.append("mode")
         reason = ", ".join(reasons)
-    if reason and not check:
-        if not os.path.isdir(os.path.dirname(path)):
-            raise Refused(f"{path}: its directory does not exist")
-        _write(path, data, uid, gid, mode)
-    return reason
+    if reason and not check and not os.path.isdir(os.path.dirname(path)):
+        raise Refused(f"{path}: its directory does not exist")
+    return path, data, uid, gid, mode, reason
+
+
+def _put_files(specs, check):
+    """Stage every differing file, run its checker, then rename them all; the reasons, in order."""
+    found = [regular_file(spec, check) for spec in specs]
+    if check:
+        return [item[-1] for item in found]
+    staged = []
+    try:
+        for spec, (path, data, uid, gid, mode, reason) in zip(specs, found, strict=True):
+            if not reason:
+                continue
+            tmp = _stage(path, data, uid, gid, mode)
+            staged.append((tmp, path))
+            if spec.get("validate"):
+                _check(path, spec["validate"], tmp)
+        while staged:
+            tmp, path = staged[0]
+            os.rename(tmp, path)  # over a link: the link is replaced, its target untouched
+            staged.pop(0)
+            _sync_dir(os.path.dirname(path))
+    finally:
+        for tmp, _path in staged:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    return [item[-1] for item in found]
 
 
 def apply(params, check):
     """Every directory, then every file; the results, one per path, in order."""
+    reasons = [directory(spec, check) for spec in params["directories"]]
+    reasons += _put_files(params["files"], check)
     results = []
-    for put, specs in ((directory, params["directories"]), (regular_file, params["files"])):
-        for spec in specs:
-            reason = put(spec, check)
-            result = {"path": spec["path"], "changed": bool(reason)}
-            if reason:
-                result["reason"] = reason
-            results.append(result)
+    for spec, reason in zip(params["directories"] + params["files"], reasons, strict=True):
+        result = {"path": spec["path"], "changed": bool(reason)}
+        if reason:
+            result["reason"] = reason
+        results.append(result)
     return results
 
 
@@ -204,7 +261,11 @@ def main():
         "group": {"type": "str", "default": "root"},
         "mode": {"type": "str", "required": True},
     }
-    file_opts = dict(dir_opts, content={"type": "str", "required": True, "no_log": True})
+    file_opts = dict(
+        dir_opts,
+        content={"type": "str", "required": True, "no_log": True},
+        validate={"type": "str", "default": ""},
+    )
     module = AnsibleModule(
         argument_spec={
             "directories": {"type": "list", "elements": "dict", "default": [], "options": dir_opts},

@@ -7,6 +7,7 @@ FIFO) is replaced or refused, never written through.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import stat
@@ -208,6 +209,82 @@ def test_bad_parameters_are_refused_naming_the_path_before_anything_is_written(
         vf.apply(p, False)
     assert str(err.value).endswith(message)
     assert list((tmp_path / "etc" / "thing").iterdir()) == []
+
+
+def test_a_checker_sees_the_staged_file_beside_the_path_with_its_owner_and_mode(tmp_path: Path) -> None:
+    """The checker runs on the new content before it is in place: a file beside the path, with the
+    owner and mode it will have, not the path itself (which still holds the old content)."""
+    p = params(tmp_path)
+    seen = tmp_path / "seen"
+    checker = tmp_path / "checker.py"
+    checker.write_text(
+        "import os, sys\n"
+        "s = os.stat(sys.argv[1])\n"
+        f"with open({str(seen)!r}, 'a') as out:\n"
+        "    seen = (sys.argv[1], oct(s.st_mode & 0o7777), s.st_gid, open(sys.argv[1]).read())\n"
+        "    out.write(repr(seen) + chr(10))\n"
+    )
+    p["files"][0]["validate"] = f"/usr/bin/python3 -I {checker} %s"
+    conf = tmp_path / "etc" / "thing" / "thing.conf"
+    assert changed(vf.apply(p, False))["thing.conf"] == "missing"
+    ((staged, mode, gid, text),) = [ast.literal_eval(line) for line in seen.read_text().splitlines()]
+    assert Path(staged).parent == conf.parent and Path(staged).name.startswith(".thing.conf.")
+    assert (mode, gid, text) == ("0o640", 1, "listen: 9100\n")
+    assert not Path(staged).exists()
+    assert changed(vf.apply(p, False)) == {}  # in place: the checker does not run again
+    assert len(seen.read_text().splitlines()) == 1
+    conf.write_text("listen: 9101\n")
+    assert changed(vf.apply(p, True)) == {"thing.conf": "content"}  # check mode: no checker either
+    assert len(seen.read_text().splitlines()) == 1
+    assert conf.read_text() == "listen: 9101\n"
+    assert changed(vf.apply(p, False)) == {"thing.conf": "content"}
+    assert len(seen.read_text().splitlines()) == 2 and conf.read_text() == "listen: 9100\n"
+
+
+def test_a_refused_file_leaves_every_file_of_the_call_as_it_was(tmp_path: Path) -> None:
+    """Both files differ; the second's checker refuses: the first is not written either, no staged
+    file is left, and the message names the refused file and the checker's last line."""
+    p = params(tmp_path)
+    vf.apply(p, False)
+    conf = tmp_path / "etc" / "thing" / "thing.conf"
+    key = tmp_path / "etc" / "thing" / "server.key"
+    p["files"][0]["content"] = "listen: 9200\n"
+    p["files"][1]["content"] = "not a key\n"
+    p["files"][1]["validate"] = (
+        "/usr/bin/python3 -I -c 'import sys; sys.exit(\"line one\\nno PEM block in \" + sys.argv[1])' %s"
+    )
+    with pytest.raises(vf.Refused) as err:
+        vf.apply(p, False)
+    refused = f"{key}: refused by /usr/bin/python3: no PEM block in {key.parent}/.server.key."
+    assert str(err.value).startswith(refused)
+    assert conf.read_text() == "listen: 9100\n"
+    assert key.read_text().startswith("-----BEGIN PRIVATE KEY-----")
+    assert sorted(x.name for x in conf.parent.iterdir()) == ["server.key", "thing.conf"]
+
+
+def test_a_checker_that_cannot_run_refuses(tmp_path: Path) -> None:
+    p = params(tmp_path)
+    p["files"][0]["validate"] = "/nonexistent/checker %s"
+    with pytest.raises(vf.Refused) as err:
+        vf.apply(p, False)
+    assert "thing.conf: checker /nonexistent/checker could not run" in str(err.value)
+    assert sorted(x.name for x in (tmp_path / "etc" / "thing").iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        ("/usr/bin/true", "does not name the file (%s)"),
+        ("/usr/bin/test -s '%s", "cannot be read: No closing quotation"),
+    ],
+)
+def test_a_checker_command_that_cannot_check_is_refused(tmp_path: Path, command: str, message: str) -> None:
+    p = params(tmp_path)
+    p["files"][0]["validate"] = command
+    with pytest.raises(vf.Refused) as err:
+        vf.apply(p, False)
+    assert str(err.value).endswith(message)
+    assert sorted(x.name for x in (tmp_path / "etc" / "thing").iterdir()) == []
 
 
 def test_through_ansible_check_mode_names_the_paths_and_the_key_never_shows(tmp_path: Path) -> None:
