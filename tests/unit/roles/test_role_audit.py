@@ -86,17 +86,15 @@ def test_commands_say_whether_they_changed_and_configs_are_validated() -> None:
             ):
                 assert "changed_when" in task, f"{path.name}: {task['name']}"
     configure = {t["name"]: t for t in _tasks(ROLE / "tasks" / "configure.yml")}
-    rules = configure["Install vigil's audit rules"]["ansible.builtin.template"]
-    assert rules["validate"] == "{{ _audit_check_rules }}"
-    assert "%s" in load(ROLE / "vars" / "main.yml")["_audit_check_rules"]
+    rules = configure["Install vigil's audit rules"]["vars"]["_common_files"]
+    assert [f["validate"] for f in rules] == ["{{ _audit_check_rules }}"]
+    variables = load(ROLE / "vars" / "main.yml")
+    assert "%s" in variables["_audit_check_rules"]
     rsyslog = configure["Configure rsyslog's forwarding of the audit trail"]["ansible.builtin.template"]
     assert rsyslog["validate"] == "/usr/sbin/rsyslogd -N1 -f %s"
-    assert (
-        "%s"
-        in configure["Make journald persistent, capped in size and age"]["ansible.builtin.template"][
-            "validate"
-        ]
-    )
+    journald = configure["Create the audit directories and journald's drop-in"]["vars"]["_common_files"]
+    assert [f["validate"] for f in journald] == ["{{ _audit_check_ini }}"]
+    assert "%s" in variables["_audit_check_ini"]
 
 
 def test_handlers_reload_systemd_and_skip_check_mode() -> None:

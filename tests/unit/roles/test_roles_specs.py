@@ -123,24 +123,40 @@ def test_every_template_says_it_is_managed() -> None:
 
 
 def test_every_config_template_task_is_validated_by_a_checker() -> None:
-    """Each template, rule file and dashboard a component reads is checked (`validate`) before it lands."""
+    """Each template, rule file and dashboard a component reads is checked (`validate`) before it lands,
+    whether by its own task or as an entry handed to the `_common` entry point `files`."""
     found = 0
     for role in SERVICES:
         path = ROLES / role / "tasks" / "configure.yml"
+        variables = load(path.parents[1] / "vars" / "main.yml")
+        checks: list[tuple[str, str]] = []
         for task in load(path):
             args = task.get("ansible.builtin.template") or task.get("ansible.builtin.copy")
-            if not isinstance(args, dict) or "content" in args:
-                continue
-            assert "validate" in args, f"{path}: {task['name']}"
-            check = str(args["validate"])
+            imported = task.get("ansible.builtin.import_role") or {}
+            if isinstance(args, dict) and "content" not in args:
+                checks.append((task["name"], str(args.get("validate", ""))))
+            elif imported.get("tasks_from") == "files":
+                files = task["vars"]["_common_files"]
+                if isinstance(files, str):  # built in Jinja: each entry read from the file or a template
+                    entries = re.findall(r"\{\s*'path'.*?\}\]", files, flags=re.S)
+                    for entry in [e for e in entries if "'src'" in e or "'template'" in e or "lookup(" in e]:
+                        ref = re.search(r"'validate': (_\w+)", entry)
+                        checks.append((task["name"], "{{ " + ref.group(1) + " }}" if ref else ""))
+                else:
+                    for f in files:
+                        if "src" in f or "template" in f:
+                            checks.append((f"{task['name']}: {f['path']}", str(f.get("validate", ""))))
+        for name, check in checks:
+            assert check, f"{path}: {name}: no checker"
             ref = re.fullmatch(r"\{\{ (_\w+) \}\}", check)
             if ref:  # a checker kept in the role's vars
-                check = str(load(path.parents[1] / "vars" / "main.yml")[ref.group(1)])
-            assert "%s" in check, f"{path}: {task['name']}: {check}"
+                check = str(variables[ref.group(1)])
+            assert "%s" in check, f"{path}: {name}: {check}"
             found += 1
     # ten, the dcgm_exporter collectors CSV, the certificate scan's script and units, the firewall's
-    # ruleset and unit
-    assert found == 15
+    # ruleset and unit, with vmalert's three kinds of rule file and Grafana's three configuration
+    # files and two kinds of dashboard each counted once
+    assert found == 17
 
 
 def test_no_task_runs_a_command_without_saying_whether_it_changed_anything() -> None:
