@@ -58,7 +58,15 @@ def test_second_up_leaves_running_hosts_alone(lab: Lab, measured: Measured) -> N
 def test_every_host_runs_systemd_and_answers_over_ssh(lab: Lab) -> None:
     for host in HOSTS:
         cp = lab.ssh(host.name, "hostname; cat /proc/1/comm; systemctl is-system-running", check=False)
-        assert cp.stdout.split() == [host.name, "systemd", "running"], (host.name, cp.stdout, cp.stderr)
+        why = ""
+        if cp.stdout.split() != [host.name, "systemd", "running"]:  # name the failed units and their journal
+            why = lab.ssh(
+                host.name,
+                "systemctl --failed --no-legend --plain; for u in $(systemctl --failed --no-legend --plain"
+                " | cut -d' ' -f1); do journalctl -u $u --no-pager -n 15 -o short-iso; done",
+                check=False,
+            ).stdout
+        assert cp.stdout.split() == [host.name, "systemd", "running"], (host.name, cp.stdout, cp.stderr, why)
 
 
 def test_strict_host_key_checking_rejects_a_wrong_key(lab: Lab, tmp_path: Path) -> None:
