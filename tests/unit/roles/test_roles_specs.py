@@ -71,7 +71,8 @@ def test_argument_specs_document_type_default_and_meaning(role: str) -> None:
 
 def test_common_internal_role_documents_every_parameter_in_an_entry_point() -> None:
     defaults = load(ROLES / "_common" / "defaults" / "main.yml")
-    specs = load(ROLES / "_common" / "meta" / "argument_specs.yml")["argument_specs"]
+    specs = load(ROLES / "_common" / "meta" / "entry_points.yml")["entry_points"]
+    assert not (ROLES / "_common" / "meta" / "argument_specs.yml").exists()  # see entry_points.yml
     entries = {"main", "preflight", "user", "install", "install_wheel", "unit", "health", "web", "files"}
     entries.add("debs")
     assert set(specs) == entries
@@ -81,6 +82,90 @@ def test_common_internal_role_documents_every_parameter_in_an_entry_point() -> N
     for entry in specs:
         if entry != "main":
             assert (ROLES / "_common" / "tasks" / f"{entry}.yml").is_file(), entry
+
+
+def _walk(tasks: Any) -> Any:
+    for task in tasks or []:
+        for key in ("block", "rescue", "always"):
+            yield from _walk(task.get(key))
+        yield task
+
+
+def _common_calls() -> list[tuple[str, str, dict[str, Any]]]:
+    """Every import_role/include_role of _common in the roles' tasks and handlers: (where, entry
+    point, the vars it passes)."""
+    calls = []
+    for path in sorted(ROLES.glob("*/tasks/*.yml")) + sorted(ROLES.glob("*/handlers/*.yml")):
+        for task in _walk(load(path)):
+            for module in ("ansible.builtin.import_role", "ansible.builtin.include_role"):
+                if module in task and task[module]["name"] == "_common":
+                    where = f"{path.relative_to(ROLES)}: {task.get('name')}"
+                    calls.append((where, task[module].get("tasks_from", "main"), task.get("vars") or {}))
+    return calls
+
+
+PY_TYPES = {"str": str, "int": int, "bool": bool, "list": list, "dict": dict, "path": str, "raw": object}
+
+
+def _spec_refusals(value: Any, opt: dict[str, Any]) -> list[str]:
+    """What Ansible's argument spec check would refuse in VALUE, where it is not a template."""
+    if isinstance(value, str) and "{{" in value:
+        return []  # known at run time only
+    kind = PY_TYPES[opt.get("type", "str")]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        return [f"{value!r} is not {opt.get('type', 'str')}"]
+    if "choices" in opt and value not in opt["choices"]:
+        return [f"{value!r} is not one of {opt['choices']}"]
+    if kind is list and "elements" in opt:
+        return [r for v in value for r in _spec_refusals(v, {"type": opt["elements"]})]
+    return []
+
+
+def _call_refusals(specs: dict[str, Any], where: str, entry: str, given: dict[str, Any]) -> list[str]:
+    if entry not in specs or entry == "main":
+        return [f"{where}: no entry point {entry!r}"]
+    options = specs[entry]["options"]
+    refused = [
+        f"{where}: {entry} does not take {n}" for n in given if n not in options and not n.startswith("__")
+    ]
+    refused += [
+        f"{where}: {entry} needs {n}" for n, o in options.items() if o.get("required") and n not in given
+    ]
+    for name, value in given.items():
+        if name in options:
+            refused += [f"{where}: {name}: {r}" for r in _spec_refusals(value, options[name])]
+    return refused
+
+
+def test_every_call_of_common_passes_what_its_entry_point_takes() -> None:
+    """In place of Ansible's per-host check of _common's argument specs (see meta/entry_points.yml):
+    each call names an entry point, passes each required value, no name the entry point does not
+    take (a `__` name is the call's own helper), and values of the documented type."""
+    specs = load(ROLES / "_common" / "meta" / "entry_points.yml")["entry_points"]
+    calls = _common_calls()
+    assert len(calls) >= 50
+    assert [r for call in calls for r in _call_refusals(specs, *call)] == []
+
+
+def test_the_call_check_refuses_a_wrong_name_a_missing_value_and_a_wrong_type() -> None:
+    specs = load(ROLES / "_common" / "meta" / "entry_points.yml")["entry_points"]
+    good = {"_common_role": "r", "_common_system_user": "u", "_common_system_group": "g"}
+    assert _call_refusals(specs, "t", "user", good) == []
+    assert _call_refusals(specs, "t", "users", good) == ["t: no entry point 'users'"]
+    assert _call_refusals(specs, "t", "user", {**good, "_common_sytem_user": "u"}) == [
+        "t: user does not take _common_sytem_user"
+    ]
+    assert _call_refusals(specs, "t", "user", {**good, "__t_helper": 1}) == []
+    del good["_common_system_group"]
+    assert _call_refusals(specs, "t", "user", good) == ["t: user needs _common_system_group"]
+    assert _call_refusals(
+        specs, "t", "user", {**good, "_common_system_group": "g", "_common_data_dirs": "x"}
+    ) == ["t: _common_data_dirs: 'x' is not list"]
+    assert _spec_refusals(True, {"type": "int"}) == ["True is not int"]
+    assert _spec_refusals([1, "a"], {"type": "list", "elements": "int"}) == ["'a' is not int"]
+    assert _spec_refusals("c", {"type": "str", "choices": ["a", "b"]}) == ["'c' is not one of ['a', 'b']"]
+    assert _spec_refusals("{{ x }}", {"type": "int"}) == []
+    assert _spec_refusals(9100, {"type": "int"}) == []
 
 
 def test_common_internal_role_refuses_to_run_on_its_own() -> None:
@@ -103,6 +188,32 @@ def test_main_wires_the_phases_with_their_tags(role: str) -> None:
     assert [t["ansible.builtin.import_tasks"] for t in tasks] == [f"{p}.yml" for p in phases]
     for t, phase in zip(tasks, phases, strict=True):
         assert t["tags"] == [role, f"{role}_{phase}"]
+
+
+def _includes(path: Path) -> list[tuple[str, Any]]:
+    """Every include_tasks reached from PATH through static imports."""
+    found = []
+    for task in load(path) or []:
+        if "ansible.builtin.import_tasks" in task:
+            found += _includes(path.parent / task["ansible.builtin.import_tasks"])
+        elif "ansible.builtin.include_tasks" in task:
+            found.append((f"{path.name}: {task['name']}", task))
+    return found
+
+
+def test_every_include_hands_its_own_tags_to_the_tasks_it_includes() -> None:
+    """The included tasks inherit the tags of the blocks and imports around the include, but not the
+    include's own: without `apply`, `--tags <role>_<phase>` would select such an include and then
+    none of what it includes."""
+    seen = 0
+    for main in sorted(ROLES.glob("*/tasks/main.yml")):
+        for where, task in _includes(main):
+            seen += 1
+            own = task.get("tags", [])
+            args = task["ansible.builtin.include_tasks"]
+            applied = args.get("apply", {}).get("tags", []) if isinstance(args, dict) else []
+            assert set(own) <= set(applied), f"{main.parent.parent.name}: {where}: apply.tags must hold {own}"
+    assert seen >= 6  # redfish_exporter's five parts, dcgm_exporter's packages
 
 
 @pytest.mark.parametrize("role", SERVICES)
