@@ -69,9 +69,14 @@ def test_argument_specs_document_type_default_and_meaning(role: str) -> None:
             assert set(defaults[name]) <= set(opt["choices"]), f"{role}: {name} default outside its choices"
 
 
+def common_entry_points() -> dict[str, Any]:
+    """_common's entry points and their options (meta/entry_points.yml, in argument spec form)."""
+    return dict(load(ROLES / "_common" / "meta" / "entry_points.yml")["entry_points"])
+
+
 def test_common_internal_role_documents_every_parameter_in_an_entry_point() -> None:
     defaults = load(ROLES / "_common" / "defaults" / "main.yml")
-    specs = load(ROLES / "_common" / "meta" / "entry_points.yml")["entry_points"]
+    specs = common_entry_points()
     assert not (ROLES / "_common" / "meta" / "argument_specs.yml").exists()  # see entry_points.yml
     entries = {"main", "preflight", "user", "install", "install_wheel", "unit", "health", "web", "files"}
     entries.add("debs")
@@ -141,14 +146,14 @@ def test_every_call_of_common_passes_what_its_entry_point_takes() -> None:
     """In place of Ansible's per-host check of _common's argument specs (see meta/entry_points.yml):
     each call names an entry point, passes each required value, no name the entry point does not
     take (a `__` name is the call's own helper), and values of the documented type."""
-    specs = load(ROLES / "_common" / "meta" / "entry_points.yml")["entry_points"]
+    specs = common_entry_points()
     calls = _common_calls()
     assert len(calls) >= 50
     assert [r for call in calls for r in _call_refusals(specs, *call)] == []
 
 
 def test_the_call_check_refuses_a_wrong_name_a_missing_value_and_a_wrong_type() -> None:
-    specs = load(ROLES / "_common" / "meta" / "entry_points.yml")["entry_points"]
+    specs = common_entry_points()
     good = {"_common_role": "r", "_common_system_user": "u", "_common_system_group": "g"}
     assert _call_refusals(specs, "t", "user", good) == []
     assert _call_refusals(specs, "t", "users", good) == ["t: no entry point 'users'"]
