@@ -10,16 +10,29 @@ import pytest
 
 from tests.helpers.measured import FIGURES
 from tests.helpers.release import Imported, Release, build_release, import_release
+from tests.helpers.shared import shared_dir, shared_release
+
+
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """$VIGIL_CACHE; else the lanes' shared one ($VIGIL_TEST_SHARED/vigil-cache); else the session's."""
+    given, shared = os.environ.get("VIGIL_CACHE"), shared_dir()
+    if given:
+        return Path(given)
+    return shared / "vigil-cache" if shared else tmp_path_factory.getbasetemp() / "vigil-cache"
 
 
 @pytest.fixture(scope="session")
 def vigil_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return Path(os.environ.get("VIGIL_CACHE") or tmp_path_factory.getbasetemp() / "vigil-cache")
+    return cache_dir(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
 def release(tmp_path_factory: pytest.TempPathFactory, vigil_cache: Path) -> Release:
-    """The debian-channel release of this session (built once)."""
+    """The debian-channel release of this session (built once; once for both lanes of `make test`,
+    tests/helpers/shared.py)."""
+    shared = shared_dir()
+    if shared is not None:
+        return shared_release(shared, vigil_cache, channel="debian", version=1)
     return build_release(tmp_path_factory.mktemp("release"), vigil_cache, channel="debian", version=1)
 
 
