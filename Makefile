@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO_DIR ?= demo
 
-.PHONY: demo demo-upgrade test test-fast test-integration system-deps venv lint lint-ruff lint-types lint-imports lint-ansible \
+.PHONY: demo demo-upgrade test test-soak test-fast test-integration system-deps venv lint lint-ruff lint-types lint-imports lint-ansible \
 	lint-shell bench clean
 
 $(STAMP): pyproject.toml exporters/pyproject.toml
@@ -29,8 +29,15 @@ demo: system-deps $(STAMP)
 demo-upgrade: system-deps $(STAMP)
 	$(BIN)/vigil demo --workdir $(DEMO_DIR) --upgrade debian-next
 
+# The lab tests and the rest side by side, as two pytest processes sharing one release build
+# (tests/lanes.py); one report at the end. PYTEST_ARGS go to both (e.g. PYTEST_ARGS=-x).
 test: system-deps $(STAMP)
-	$(BIN)/pytest -q --durations=30 tests
+	$(BIN)/python -m tests.lanes -- $(PYTEST_ARGS)
+
+# The long loops and repetitions (marker `soak`): an upgrade killed at every phase, the 16-node
+# lab. Run before calling a change to upgrade, deploy or the lab done.
+test-soak: system-deps $(STAMP)
+	$(BIN)/pytest -q -m soak --durations=30 $(PYTEST_ARGS) tests
 
 # The fast part alone: no network, no lab hosts.
 test-fast: $(STAMP)

@@ -1,7 +1,10 @@
 """Shared pytest configuration: the markers, and the fixtures every test directory may use.
 
-Markers: ``integration`` (real binaries on this machine, or the network) and ``lab`` (the lab's
-systemd hosts). ``-m "not integration and not lab"`` is the fast part, run on every change.
+Markers: ``integration`` (real binaries on this machine, or the network), ``lab`` (the lab's
+systemd hosts) and ``soak`` (the long loops: kills at every phase, repetitions; `make test-soak`).
+``-m "not integration and not lab"`` is the fast part, run on every change. `make test` runs the lab
+tests beside the rest (tests/lanes.py). A soak test runs only when ``-m`` names ``soak``: any other
+run leaves it out (deselected, as ``-m`` would), so `pytest tests` is what `make test` runs.
 
 Session fixtures, each made once per test session, whichever tests ask first:
 
@@ -21,6 +24,7 @@ A test that uses one of these (or ``lab``/``deployed_stack``) must be marked ``i
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -35,6 +39,9 @@ os.environ.setdefault("VIGIL_AUDIT_SYSLOG", "")
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "integration: uses real binaries on this machine or the network")
     config.addinivalue_line("markers", "lab: needs the lab's systemd hosts (vigil lab up)")
+    config.addinivalue_line(
+        "markers", "soak: a long loop or repetition, run by `make test-soak` only (-m soak)"
+    )
 
 
 #: fixtures that build a bundle or need the lab, and the marker a test that uses one must carry, so
@@ -48,7 +55,12 @@ NEEDS_MARKER = {
 }
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not re.search(r"\bsoak\b", config.getoption("markexpr") or ""):
+        soak = [item for item in items if item.get_closest_marker("soak") is not None]
+        if soak:
+            items[:] = [item for item in items if item.get_closest_marker("soak") is None]
+            config.hook.pytest_deselected(items=soak)
     unmarked = sorted(
         f"{item.nodeid} uses `{name}` but is not marked {marker}"
         for item in items

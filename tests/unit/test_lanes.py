@@ -1,0 +1,138 @@
+"""`make test`'s lanes (tests/lanes.py), run for real on a small tree of tests in tmp_path: two pytest
+sessions at once, one report, an exit status that fails when either lane fails."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import lanes
+
+CONFTEST = """
+def pytest_configure(config):
+    config.addinivalue_line("markers", "lab: the slow lane")
+"""
+
+PASSING = """
+import pytest, time
+
+@pytest.mark.lab
+def test_lab_one():
+    time.sleep(0.3)
+
+@pytest.mark.lab
+class TestGroup:
+    def test_in_a_class(self):
+        pass
+
+def test_rest_one():
+    pass
+
+@pytest.mark.skip(reason="not here")
+def test_rest_skipped():
+    pass
+
+@pytest.mark.xfail(reason="known", strict=True)
+def test_rest_xfail():
+    assert False
+"""
+
+BROKEN = """
+import pytest
+
+@pytest.mark.lab
+def test_lab_broken():
+    assert 1 + 1 == 3, "arithmetic in the lab"
+
+@pytest.fixture
+def bad():
+    raise RuntimeError("fixture exploded")
+
+def test_rest_error(bad):
+    pass
+"""
+
+SPEC = (("lab", "lab", 0), ("rest", "not lab", 10))
+
+
+def _tree(tmp_path: Path, *modules: tuple[str, str]) -> Path:
+    tree = tmp_path / "tree"
+    (tree / "t").mkdir(parents=True)
+    (tree / "t" / "conftest.py").write_text(CONFTEST)
+    (tree / "pytest.ini").write_text("[pytest]\n")
+    for name, text in modules:
+        (tree / "t" / name).write_text(text)
+    return tree
+
+
+def _run(tmp_path: Path, tree: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    rc = lanes.run(tmp_path / "run", [], 5, lanes_spec=SPEC, cwd=tree, target="t")
+    return rc, capsys.readouterr().out
+
+
+def test_two_passing_lanes_pass_and_close_with_pytests_own_summary_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree = _tree(tmp_path, ("test_ok.py", PASSING))
+    rc, out = _run(tmp_path, tree, capsys)
+    assert rc == 0, out
+    last = out.rstrip("\n").splitlines()[-1]
+    assert re.fullmatch(r"=+ 3 passed, 1 skipped, 1 xfailed in \d+\.\d\ds =+", last), last
+    # both lanes' own output is there, each under its own heading
+    assert re.search(r"= lane lab \(-m 'lab'\): exit 0, ", out)
+    assert re.search(r"= lane rest \(-m 'not lab'\): exit 0, ", out)
+    # the slowest of both, the lab's sleeping test first, with pytest's node ids (classes too)
+    slow = out.split("slowest tests of both lanes")[1].splitlines()[1:4]
+    assert slow[0].split()[1:] == ["lab", "t/test_ok.py::test_lab_one"], slow
+    lab = lanes.read_junit(tmp_path / "run" / "lab.xml")
+    assert sorted(nodeid for _, nodeid in lab.times) == [
+        "t/test_ok.py::TestGroup::test_in_a_class",
+        "t/test_ok.py::test_lab_one",
+    ]
+    assert lab.counts["passed"] == 2 and lab.failures == []
+    assert "failures of both lanes" not in out
+
+
+def test_a_failure_in_either_lane_fails_the_run_and_is_named_in_one_place(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree = _tree(tmp_path, ("test_ok.py", PASSING), ("test_broken.py", BROKEN))
+    rc, out = _run(tmp_path, tree, capsys)
+    assert rc == 1
+    failures = out.split(" failures of both lanes ")[1].splitlines()[1:3]
+    assert failures == [
+        "FAILED t/test_broken.py::test_lab_broken (lane lab)",
+        "ERROR t/test_broken.py::test_rest_error (lane rest)",
+    ], out
+    # each lane's own traceback is printed too, as pytest printed it
+    assert "arithmetic in the lab" in out and "fixture exploded" in out
+    last = out.rstrip("\n").splitlines()[-1]
+    assert re.fullmatch(r"=+ 1 failed, 3 passed, 1 skipped, 1 xfailed, 1 error in \S+ =+", last), last
+
+
+def test_a_lane_that_collects_nothing_fails_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree = _tree(tmp_path, ("test_ok.py", PASSING.replace("@pytest.mark.lab\n", "")))
+    rc, out = _run(tmp_path, tree, capsys)
+    assert rc == 1
+    assert "ERROR lane lab: pytest exited 5" in out, out
+
+
+def test_the_runner_refuses_a_second_run_in_the_same_directory(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    with lanes._exclusive(run_dir):
+        res = subprocess.run(
+            [sys.executable, "-m", "tests.lanes", "--run-dir", str(run_dir)],
+            capture_output=True,
+            text=True,
+            cwd=lanes.REPO,
+            timeout=60,
+            check=False,
+        )
+    assert res.returncode == 1
+    assert res.stderr.strip() == f"FAIL: {run_dir}: another `make test` is running with it"
