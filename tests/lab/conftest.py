@@ -28,8 +28,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.cli import Vigil
+from tests.helpers.fixtures import cache_dir
 from tests.helpers.measured import FIGURES
 from tests.helpers.release import Imported
+from tests.helpers.shared import Prefetch, shared_dir
 from tests.lab import labhttp
 from vigil.installer import lab as lab_api
 from vigil.installer.lab import HOSTS, LabPaths, state
@@ -90,6 +92,11 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     if why:
         pytest.fail(why, pytrace=False)
     the_lab = Lab(paths=LabPaths.from_env(), inventory=tmp_path_factory.mktemp("lab-inventory"))
+    shared = shared_dir()
+    if shared is not None:
+        # the lanes of `make test`: the release (which the first deploy needs next) builds while
+        # the hosts boot; the `release` fixture then finds it built, or waits for this build
+        Prefetch(shared, cache_dir(tmp_path_factory))
     try:
         the_lab.up()
     except BaseException:
@@ -179,7 +186,7 @@ FIRST = (
     "test_exporters.py",
     "test_redfish.py",
 )
-LAST = ("test_audit_role.py", "test_jobmap.py", "test_upgrade.py", "test_lab.py")
+LAST = ("test_audit_role.py", "test_jobmap.py", "test_upgrade.py", "test_lab.py", "test_sixteen_nodes.py")
 
 
 @pytest.hookimpl(trylast=True)

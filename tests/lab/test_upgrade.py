@@ -142,8 +142,12 @@ def test_the_plan_names_each_version_change_and_changes_nothing(
 
 
 #: where the upgrade is killed with SIGKILL, one run after the other: (a phase directory the run
-#: reaches, seconds after it appears). Phase boundaries, and the middle of a play on mon01.
+#: reaches, seconds after it appears). Phase boundaries, and the middle of a play on mon01: the soak
+#: test (`make test-soak`) goes through all four.
 KILLS = (("nodes", 0.0), ("health", 0.0), ("services", 20.0), ("store", 0.0))
+#: `make test`'s one interruption: in the middle of the services' play on mon01, after the nodes'
+#: step and its health check are done
+KILL_MID_PLAY = ("services", 20.0)
 
 
 def _playbooks_of(run_dir: Path) -> list[int]:
@@ -195,24 +199,28 @@ def _killed_upgrade(stack: DeployedStack, lab: Lab, version: int, phase: str, de
     return sorted(p.name for p in run_dir.iterdir() if re.match(r"\d\d-", p.name))
 
 
-def test_upgrade_killed_at_each_phase_in_turn_converges_and_loses_no_acknowledged_sample(
-    deployed_stack: DeployedStack, lab: Lab, next_version: int, measured: Any
-) -> None:
+def _killed_then_run_on(
+    stack: DeployedStack, lab: Lab, version: int, kills: tuple[tuple[str, float], ...]
+) -> tuple[dict[str, Any], Marker, float, float]:
+    """Kill an upgrade to VERSION at each of KILLS in turn, then run it on to the end, with the
+    marker series written all along: (the last run's --json, the marker, its end, seconds taken)."""
     t0 = time.monotonic()
     with Marker() as marker:
         time.sleep(5)
-        for phase, delay in KILLS:
-            reached = _killed_upgrade(deployed_stack, lab, next_version, phase, delay)
+        for phase, delay in kills:
+            reached = _killed_upgrade(stack, lab, version, phase, delay)
             print(f"killed at {phase} +{delay:.0f} s after {reached}")
-        out = deployed_stack.vigil.json(
-            "upgrade", "-i", str(lab.inventory), "--to", str(next_version), "--serial", "3", "--json"
+        out = stack.vigil.json(
+            "upgrade", "-i", str(lab.inventory), "--to", str(version), "--serial", "3", "--json"
         )
         t_end = time.time()
         time.sleep(15)
-    measured("lab: upgrade debian -> debian-next, killed 4 times, then run on", time.monotonic() - t0 - 20)
-    assert out["bundle_version"] == next_version
-    # what the killed runs finished is not done again: the last kill came as the store's step began
-    assert [s["phase"] for s in out["steps"]] == ["store"], out
+    return out, marker, t_end, time.monotonic() - t0 - 20
+
+
+def _converged_losing_no_acknowledged_sample(
+    stack: DeployedStack, lab: Lab, version: int, marker: Marker, t_end: float, measured: Any
+) -> None:
     # every sample the store acknowledged is there after the store's own restart
     labhttp.get(f"{labhttp.VM}/internal/force_flush")
     stored = _stored_marker(min(marker.acked) - 1, max(marker.acked) + 1)
@@ -221,22 +229,48 @@ def test_upgrade_killed_at_each_phase_in_turn_converges_and_loses_no_acknowledge
     window = (max(marker.refused) - min(marker.refused)) / 1000 if marker.refused else 0.0
     measured("lab: marker writes refused during the store's restart (s)", window)
     assert len(marker.acked) > 20
-    status = _status(deployed_stack, lab)
+    status = _status(stack, lab)
     assert status["attention"] == [], status
     for host, st in status["hosts"].items():
-        assert {c["bundle_version"] for c in st["components"].values()} == {next_version}, host
+        assert {c["bundle_version"] for c in st["components"].values()} == {version}, host
     assert status["hosts"]["mon01"]["components"]["victoria-metrics"]["version"] == "1.112.0+ds1-2"
     # the binaries that run are the new bundle's (Debian's VictoriaMetrics build prints no version)
-    _runs_bundle_binary(deployed_stack, lab, "mon01", next_version, "victoria-metrics/bin/victoria-metrics")
-    _runs_bundle_binary(
-        deployed_stack, lab, "gpu01", next_version, "prometheus-node-exporter/bin/node_exporter"
-    )
+    _runs_bundle_binary(stack, lab, "mon01", version, "victoria-metrics/bin/victoria-metrics")
+    _runs_bundle_binary(stack, lab, "gpu01", version, "prometheus-node-exporter/bin/node_exporter")
     # every target up, the alerting rules evaluated by the new vmalert
     _every_target_up_after(t_end)
     groups = labhttp.get_json(f"{labhttp.VMALERT}/api/v1/rules")["data"]["groups"]
     assert groups and all(not r.get("lastError") for g in groups for r in g["rules"])
-    # four runs died without their closing record; the audit chain is still whole
-    deployed_stack.vigil("audit", "verify")
+    # the killed runs died without their closing record; the audit chain is still whole
+    stack.vigil("audit", "verify")
+
+
+def test_upgrade_killed_mid_play_runs_on_from_where_it_stopped_and_loses_no_acknowledged_sample(
+    deployed_stack: DeployedStack, lab: Lab, next_version: int, measured: Any
+) -> None:
+    out, marker, t_end, secs = _killed_then_run_on(deployed_stack, lab, next_version, (KILL_MID_PLAY,))
+    measured("lab: upgrade debian -> debian-next, killed mid-play, then run on", secs)
+    assert out["bundle_version"] == next_version
+    # the nodes' step, finished and checked before the kill, is not done again; mon01's services
+    # (killed in their play, unless it had just ended) and then its store are
+    assert [s["phase"] for s in out["steps"]] in (["services", "store"], ["store"]), out
+    _converged_losing_no_acknowledged_sample(deployed_stack, lab, next_version, marker, t_end, measured)
+
+
+@pytest.mark.soak
+def test_upgrade_killed_at_each_phase_in_turn_converges_and_loses_no_acknowledged_sample(
+    deployed_stack: DeployedStack, lab: Lab, next_version: int, measured: Any
+) -> None:
+    before = _status(deployed_stack, lab)
+    assert all(
+        c["bundle_version"] == 1 for st in before["hosts"].values() for c in st["components"].values()
+    ), "the kills at every phase start from the first deploy (run them alone: make test-soak)"
+    out, marker, t_end, secs = _killed_then_run_on(deployed_stack, lab, next_version, KILLS)
+    measured("lab: upgrade debian -> debian-next, killed 4 times, then run on", secs)
+    assert out["bundle_version"] == next_version
+    # what the killed runs finished is not done again: the last kill came as the store's step began
+    assert [s["phase"] for s in out["steps"]] == ["store"], out
+    _converged_losing_no_acknowledged_sample(deployed_stack, lab, next_version, marker, t_end, measured)
 
 
 def test_a_rerun_at_the_target_changes_nothing_and_drift_is_put_back(
