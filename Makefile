@@ -11,11 +11,16 @@ DEMO_DIR ?= demo
 .PHONY: demo demo-upgrade test test-soak test-fast test-integration system-deps venv lint lint-ruff lint-types lint-imports lint-ansible \
 	lint-shell bench clean
 
+# pip's output goes to $(VENV)/install.log: a first run prints one line, and all of pip's output
+# only when the install fails.
 $(STAMP): pyproject.toml exporters/pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip "setuptools>=77" wheel
-	$(BIN)/pip install --quiet -e '.[test,lint]' -e ./exporters
-	touch $(STAMP)
+	@echo "$(VENV): installing vigil with its test and lint tools (pip's output: $(VENV)/install.log)"
+	@mkdir -p $(VENV)
+	@{ $(PYTHON) -m venv $(VENV) \
+	  && $(BIN)/pip install --upgrade pip "setuptools>=77" wheel \
+	  && $(BIN)/pip install -e '.[test,lint]' -e ./exporters; } >$(VENV)/install.log 2>&1 \
+	  || { cat $(VENV)/install.log; echo "FAIL: $(VENV): pip install failed (its output above, in $(VENV)/install.log)"; exit 1; }
+	@touch $(STAMP)
 
 venv: $(STAMP)
 

@@ -244,23 +244,44 @@ def up(
     return UpResult(reports, inv, cache, built, nodes, time.monotonic() - t0)
 
 
+def _stop(hs: lab_state.HostState) -> str | LabError:
+    try:
+        return nspawn.stop(_proc(hs), name=hs.name)
+    except LabError as exc:
+        return exc
+
+
 def down(paths: LabPaths | None = None, *, log: Log = lambda _m: None) -> dict[str, str]:
-    """Stop every container the lab started (by its recorded PID), remove the bridge and host roots."""
+    """Stop every container the lab started (by its recorded PID), remove the bridge and host roots.
+
+    Returns once each container's systemd-nspawn process has exited, so that a `lab up` right after
+    cannot meet them. A host whose process is still there after SIGTERM and SIGKILL
+    (nspawn.TERM_GRACE, nspawn.KILL_WAIT) fails `down` with its name; the bridge, the host roots and
+    the state file are then left as they are, and `down` can be run again.
+    """
     paths = paths or LabPaths.from_env()
     _require_root()
     with _locked(paths):
         st = lab_state.load(paths.state_file)
         hosts = lab_hosts(st.gpu_nodes)
         outcome: dict[str, str] = {}
-        # 1. stop the containers, in parallel (each shutdown takes a few seconds)
+        # 1. stop the containers, in parallel (each shutdown takes a few seconds); each stop returns
+        # when that host's systemd-nspawn has exited, or fails after its bounded wait
         with ThreadPoolExecutor(max_workers=max(1, len(st.hosts))) as pool:
-            results = dict(
-                zip(st.hosts, pool.map(lambda hs: nspawn.stop(_proc(hs)), st.hosts.values()), strict=True)
-            )
+            results = dict(zip(st.hosts, pool.map(_stop, st.hosts.values()), strict=True))
+        failed: list[LabError] = []
         for name, how in results.items():
+            if isinstance(how, LabError):
+                failed.append(how)
+                log(f"{name}: {how.reason}")
+                continue
             outcome[name] = how
             cgroups.remove(st.hosts[name].cgroups)
             log(f"{name}: {how}")
+        if len(failed) == 1:
+            raise failed[0]
+        if failed:
+            raise LabError(", ".join(e.obj for e in failed), "; ".join(e.reason for e in failed))
         strays = nspawn.our_strays(paths.lab_dir, set())
         if strays:
             raise LabError(

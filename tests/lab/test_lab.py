@@ -179,6 +179,24 @@ def test_a_reused_pid_is_never_taken_for_a_container() -> None:
     assert nspawn.stop(nspawn.Proc(os.getpid(), me[1] + 1)) == "not running"
 
 
+def _running_threads(proc: nspawn.Proc) -> list[str]:
+    """The threads of a recorded systemd-nspawn that have not exited, as "TID:state", read from /proc
+    here (not with nspawn.alive): a process whose main thread has ended shows as a zombie in
+    /proc/PID/stat while its other threads still run."""
+    st = nspawn._stat(proc.pid)
+    if st is None or st[1] != proc.starttime:
+        return []
+    left = []
+    for task in Path(f"/proc/{proc.pid}/task").glob("*"):
+        try:
+            state_ = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state_ not in ("Z", "X"):
+            left.append(f"{task.name}:{state_}")
+    return left
+
+
 def test_down_removes_everything_and_up_restores(lab: Lab, tmp_path: Path, measured: Measured) -> None:
     recorded = state.load(lab.paths.state_file)
     procs = [nspawn.Proc(h.pid, h.starttime) for h in recorded.hosts.values()]
@@ -186,6 +204,9 @@ def test_down_removes_everything_and_up_restores(lab: Lab, tmp_path: Path, measu
     t0 = time.monotonic()
     cp = _vigil("lab", "down", home=tmp_path)
     measured("lab: down", time.monotonic() - t0)
+    # right after `down` returns, no systemd-nspawn process of the lab's hosts runs any more (those
+    # `lab up` started from this test process are zombies until it reaps them: exited all the same)
+    assert {p.pid: left for p in procs if (left := _running_threads(p))} == {}
     assert cp.returncode == 0, cp.stderr
     assert not [p.pid for p in procs if nspawn.alive(p)]
     assert nspawn.our_strays(lab.paths.lab_dir, set()) == []

@@ -1,4 +1,5 @@
-"""The README's command table is the CLI's own: every subcommand, with the help line it prints."""
+"""The README's command table is the CLI's own: every subcommand, with the help line it prints; its list
+of system packages is the one scripts/system-deps.sh installs."""
 
 from __future__ import annotations
 
@@ -42,3 +43,36 @@ def test_the_check_sees_a_missing_or_stale_row() -> None:
     commands = cli_commands()
     assert {k: v for k, v in table.items() if k != "vigil deploy"} != commands
     assert {**table, "vigil deploy": "something else"} != commands
+
+
+SYSTEM_DEPS = README.parent / "scripts" / "system-deps.sh"
+DEPS_INTRO = (
+    "`scripts/system-deps.sh` takes\nfrom Debian's archive those of these packages that are missing:\n\n"
+)
+
+
+def script_packages() -> set[str]:
+    """The Debian packages scripts/system-deps.sh installs: the values of its `[command]=package`
+    and `[file]=package` tables."""
+    return set(re.findall(r"^\s*\[[^\]]+\]=([a-z0-9][a-z0-9.+-]*)\s*$", SYSTEM_DEPS.read_text(), re.M))
+
+
+def readme_packages(text: str) -> set[str]:
+    """The packages the README's list names: the `names` before the colon of each item."""
+    assert DEPS_INTRO in text, "the README no longer introduces the list of system packages"
+    items = text.split(DEPS_INTRO, 1)[1].split("\n\n", 1)[0]
+    heads = [line.split(": ", 1)[0] for line in items.splitlines() if line.startswith("- ")]
+    return {name for head in heads for name in re.findall(r"`([^`]+)`", head)}
+
+
+def test_readme_lists_exactly_the_system_packages_the_script_installs() -> None:
+    assert readme_packages(README.read_text()) == script_packages()
+
+
+def test_the_check_sees_a_package_missing_from_the_readme() -> None:
+    text = README.read_text()
+    packages = script_packages()
+    assert {"qpdf", "poppler-utils", "nftables", "minisign", "debian-archive-keyring"} <= packages
+    for name in ("qpdf", "debian-archive-keyring"):
+        assert f"`{name}`" in text
+        assert readme_packages(text.replace(f"`{name}`, ", "").replace(f", `{name}`", "")) != packages
