@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from tests.unit.roles.rendering import ROLES, render
+from tests.unit.rules import rulekit
 
 pytestmark = pytest.mark.integration
 
@@ -81,6 +82,24 @@ def test_shipped_rules_pass_vmalert_dry_run(components: Path, rules: Path) -> No
     assert res.returncode == 0, res.stderr
 
 
+def lab_vars(prefix: str) -> dict[str, object]:
+    """The lab inventory's settings of one role (installer/lab/inventory.py)."""
+    from vigil.installer.lab.inventory import inventory_data
+    from vigil.installer.lab.paths import LabPaths
+
+    monitoring = inventory_data(LabPaths.from_env())["all"]["children"]["monitoring"]["vars"]
+    return {k: v for k, v in monitoring.items() if k.startswith(prefix)}
+
+
+@pytest.mark.parametrize("name", [p.name for p in rulekit.shipped()])
+def test_rules_with_the_lab_timings_pass_vmalert_dry_run(components: Path, tmp_path: Path, name: str) -> None:
+    """As the lab deploys them: groups every 10 s (the accounting ones kept), `for:` capped at 20 s."""
+    path = tmp_path / name
+    path.write_text(rulekit.role_rule_files(**lab_vars("vmalert_"))[name])
+    res = role_check("vmalert", "Install the rule files", components, path)
+    assert res.returncode == 0, res.stderr
+
+
 def test_broken_rule_is_refused(components: Path, tmp_path: Path) -> None:
     shipped = (ROLES / "vmalert" / "files" / "rules" / "vigil-targets.yml").read_text()
     bad = tmp_path / "bad.yml"
@@ -93,6 +112,25 @@ def test_broken_rule_is_refused(components: Path, tmp_path: Path) -> None:
 def test_alertmanager_config_passes_amtool(components: Path, rendered: Path) -> None:
     res = role_check(
         "alertmanager", "Write the Alertmanager configuration", components, rendered / "alertmanager.yml"
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "SUCCESS" in res.stdout
+
+
+def test_alertmanager_config_with_the_lab_timings_passes_amtool(components: Path, tmp_path: Path) -> None:
+    lab = lab_vars("alertmanager_")
+    assert set(lab) == {"alertmanager_group_wait", "alertmanager_group_interval"}
+    out = render(tmp_path, extra_vars=lab, only=("alertmanager.yml",))["alertmanager.yml"]
+    route = yaml.safe_load(out)["route"]
+    assert (route["group_wait"], route["group_interval"]) == (
+        lab["alertmanager_group_wait"],
+        lab["alertmanager_group_interval"],
+    )
+    res = role_check(
+        "alertmanager",
+        "Write the Alertmanager configuration",
+        components,
+        tmp_path / "rendered" / "alertmanager.yml",
     )
     assert res.returncode == 0, res.stdout + res.stderr
     assert "SUCCESS" in res.stdout

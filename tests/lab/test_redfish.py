@@ -38,8 +38,11 @@ TARGETS = ("gpu01", "gpu02", "pdu01")
 IDLE_W = 250.0
 #: the lab's Redfish scrape interval (installer/lab/bmc.py: 2 x the 5 s target timeout)
 SCRAPE_S = 10
-#: a fault to its alert with the lab's timings: the scrape, VictoriaMetrics' 30 s latency offset, the
-#: group's 30 s evaluation and `for:` capped at 20 s (docs/lab.md, "Fault to alert")
+#: a fault to its alert (or `--clear` to its resolution) at the longest, with the lab's timings: the
+#: scrape (10 s), VictoriaMetrics' 30 s latency offset, the group's evaluation every 10 s and the lag
+#: of its run behind its aligned query time (10 + 10), `for:` capped at 20 s: 80 s (docs/lab.md,
+#: "Fault to alert"; the Redfish alerts read scraped series, no recorded one). A bound to wait
+#: within, not a wait: three times that for a loaded 2-core machine
 ALERT_S = 240
 
 

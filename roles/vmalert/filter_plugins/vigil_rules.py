@@ -1,7 +1,7 @@
 """Filter `vigil_rule_file`: a shipped rule file as it is deployed.
 
 The files under files/rules/ are in Prometheus' rule format as both promtool and vmalert 1.79
-(the debian channel's) accept it. Deployed, four settings may change them:
+(the debian channel's) accept it. Deployed, five settings may change them:
 
 1. `keep_firing_for` ({alert: duration}, files/keep-firing-for.yml) adds each alert's
    `keep_firing_for:` (only where the bundle's vmalert is 1.92 or newer: older ones refuse it);
@@ -10,7 +10,12 @@ The files under files/rules/ are in Prometheus' rule format as both promtool and
 3. `runbook_base` (a URL) is put in front of each relative `runbook_url`;
 4. `group_params` ({group: {param: [values]}}) adds vmalert's group `params:` (HTTP parameters of
    every query of the group), which promtool refuses. It is written as lines of its own under the
-   group's `- name:` line, so the file keeps its comments.
+   group's `- name:` line, so the file keeps its comments;
+5. `interval_cap` (a duration of at least 1s, such as `10s`) lowers each group's `interval:` to at
+   most that much (the lab, so that a group is evaluated as often as the targets are scraped), except
+   the groups named in `interval_kept`: the role keeps the accounting groups as shipped, since the
+   reports count their samples (installer/reports/usage.py). A group without `interval:` is left
+   alone: it runs at vmalert's `-evaluationInterval`.
 
 Nothing to change: the file's own text comes back unchanged (comments included), so a rerun and
 the shipped file agree byte for byte.
@@ -70,20 +75,44 @@ def _add_group_params(text: str, group_params: dict[str, dict[str, list[str]]]) 
     return out
 
 
+def _interval_cap(value: str) -> float | None:
+    """``value`` in seconds (None when empty); ValueError unless it is a duration of at least 1s."""
+    if not value:
+        return None
+    seconds = _seconds(value)
+    if seconds < 1:
+        raise ValueError(f"interval cap {_plain(value)!r}: a group interval must be at least 1s")
+    return seconds
+
+
 def vigil_rule_file(
     text: str,
     keep_firing_for: dict[str, str] | None = None,
     duration_cap: str = "",
     runbook_base: str = "",
     group_params: dict[str, dict[str, list[str]]] | None = None,
+    interval_cap: str = "",
+    interval_kept: list[str] | tuple[str, ...] = (),
 ) -> str:
     text = _plain(text)
     if group_params:
         text = _add_group_params(text, group_params)
     doc: Any = yaml.safe_load(text)
     cap = _seconds(duration_cap) if duration_cap else None
-    changed = False
+    every = _interval_cap(interval_cap)
+    if isinstance(interval_kept, str):
+        raise ValueError(f"interval_kept {interval_kept!r}: a list of group names, not one string")
+    kept = {_plain(name) for name in interval_kept}
+    changed = lowered = False
     for group in doc.get("groups") or []:
+        if (
+            every is not None
+            and "interval" in group
+            and _plain(group.get("name")) not in kept
+            and _seconds(group["interval"]) > every
+        ):
+            group["interval"] = _plain(interval_cap)
+            changed = lowered = True
         for rule in group.get("rules") or []:
             if "alert" not in rule:
                 continue
@@ -107,7 +136,8 @@ def vigil_rule_file(
     settings = (
         f"# As deployed: keep_firing_for {'added' if keep_firing_for else 'not added'}, "
         f"durations capped at {duration_cap or 'nothing'}, "
-        f"runbooks under {runbook_base or 'docs/runbooks'}.\n"
+        + (f"group intervals capped at {interval_cap}, " if lowered else "")
+        + f"runbooks under {runbook_base or 'docs/runbooks'}.\n"
     )
     return (
         "\n".join(head)

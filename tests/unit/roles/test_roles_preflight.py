@@ -70,6 +70,20 @@ def test_bad_energy_budget_or_duration_cap_is_refused(tmp_path: Path) -> None:
     assert "`vmalert_alert_duration_cap` is empty or a duration" in out
 
 
+@pytest.mark.parametrize("cap", ["0s", "500ms", "ten seconds"])
+def test_bad_group_interval_cap_is_refused(tmp_path: Path, cap: str) -> None:
+    out = fails_with(tmp_path, preflight("vmalert"), vmalert_group_interval_cap=cap)
+    want = f'`vmalert_group_interval_cap` is "{cap}": set it empty (the shipped intervals) or to a duration'
+    assert want in out
+
+
+def test_the_lab_group_interval_cap_passes_its_check(tmp_path: Path) -> None:
+    res = run_tasks(tmp_path, preflight("vmalert"), extra_vars={"vmalert_group_interval_cap": "10s"})
+    out = " ".join((res.stdout + res.stderr).split())
+    after = out.split("TASK [vmalert : Check the rule group interval cap]")[1]
+    assert after.lstrip("* ").startswith("ok: [mon01]"), after[:500]
+
+
 def test_missing_artifact_names_the_variable(tmp_path: Path) -> None:
     out = fails_with(tmp_path, preflight("vmalert"), vmalert_artifact="bin/vmalert-prod")
     assert "vmalert: the bundle has no usable `bin/vmalert-prod` (from `vmalert_artifact`)" in out

@@ -12,6 +12,7 @@ are filled in from the rule, so a test states only what it is about.
 
 from __future__ import annotations
 
+import ast
 import copy
 import importlib.util
 import re
@@ -51,6 +52,36 @@ def render_budgets(budgets: dict[str, float]) -> str:
     env.filters["to_json"] = lambda v: __import__("json").dumps(v)
     tmpl = env.from_string((ROLE / "templates" / "vigil-budgets.yml.j2").read_text())
     return tmpl.render(ansible_managed="Ansible managed", vmalert_account_energy_budgets=budgets)
+
+
+def role_rule_files(**settings: Any) -> dict[str, str]:
+    """{file name: text} as the role's task "Install the rule files" (tasks/configure.yml) builds them,
+    its own Jinja run with the role's defaults, its constants and ``settings`` on top (a debian-channel
+    deploy: no keep_firing_for). Ansible's file lookup strips the trailing newline, as here."""
+    task = next(
+        t
+        for t in yaml.safe_load((ROLE / "tasks" / "configure.yml").read_text())
+        if t["name"].startswith("Install the rule files")
+    )
+    constants = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+    values = {
+        **yaml.safe_load((ROLE / "defaults" / "main.yml").read_text()),
+        "_vmalert_group_params": constants["_vmalert_group_params"],
+        "_vmalert_interval_kept_groups": constants["_vmalert_interval_kept_groups"],
+        "_vmalert_keep_firing_for": False,
+        "_vmalert_keep_firing_for_table": KEEP_FIRING_FOR,
+        "_vmalert_check_rules": "vmalert -rule=%s -dryRun",
+        **settings,
+    }
+    # renders YAML rule files into a Python literal, not HTML: there is nothing to escape for
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)  # noqa: S701
+    env.filters["vigil_rule_file"] = vigil_rule_file
+    env.filters["bool"] = lambda v: v if isinstance(v, bool) else str(v).lower() in ("1", "true", "yes", "on")
+    env.filters["basename"] = lambda v: Path(v).name
+    env.filters["regex_replace"] = lambda v, pattern, repl: re.sub(pattern, repl, v)
+    env.globals["lookup"] = lambda kind, name: (ROLE / "files" / name).read_text().rstrip()
+    out = ast.literal_eval(env.from_string(task["vars"]["_common_files"]).render(**values))
+    return {Path(f["path"]).name: f["content"] for f in out if "content" in f}
 
 
 def shipped() -> list[Path]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 
@@ -104,3 +106,96 @@ def test_group_params_survive_the_other_settings() -> None:
 def test_group_params_that_cannot_be_placed_are_refused(text: str, params: dict, reason: str) -> None:
     with pytest.raises(ValueError, match=reason):
         f(text, group_params=params)
+
+
+# --- rule group intervals (`vmalert_group_interval_cap`) ---------------------------------------------
+
+KEPT = yaml.safe_load((rulekit.ROLE / "vars" / "main.yml").read_text())["_vmalert_interval_kept_groups"]
+SHIPPED_INTERVALS = {
+    "vigil_targets": "30s",
+    "vigil_nodes": "30s",
+    "vigil_slurm": "30s",
+    "vigil_gpu_aggregates": "30s",
+    "vigil_gpu_alerts": "30s",
+    "vigil_redfish": "30s",
+    "vigil_certificates": "1m",
+    "vigil_accounting": "1m",
+    "vigil_accounting_30d": "5m",
+    "vigil_accounts": "5m",
+}
+ACCOUNTING_FILES = ("vigil-accounting.yml", "vigil-accounts.yml")
+
+
+def intervals(texts: list[str]) -> dict[str, str | None]:
+    return {g["name"]: g.get("interval") for t in texts for g in yaml.safe_load(t)["groups"]}
+
+
+def test_the_role_keeps_the_accounting_groups_and_they_are_the_shipped_ones() -> None:
+    assert KEPT == ["vigil_accounting", "vigil_accounting_30d", "vigil_accounts"]
+    in_files = intervals([(rulekit.RULES / name).read_text() for name in ACCOUNTING_FILES])
+    assert set(KEPT) == set(in_files), "a kept group is not (or no longer) in the accounting files"
+    assert intervals([p.read_text() for p in rulekit.shipped()]) == SHIPPED_INTERVALS
+
+
+def test_interval_cap_lowers_every_group_but_the_accounting_ones() -> None:
+    out = {p.name: f(p.read_text(), interval_cap="10s", interval_kept=KEPT) for p in rulekit.shipped()}
+    assert intervals(list(out.values())) == {
+        name: (every if name in KEPT else "10s") for name, every in SHIPPED_INTERVALS.items()
+    }
+    for name in ACCOUNTING_FILES:  # not even re-dumped: the shipped text, comments and all
+        assert out[name] == (rulekit.RULES / name).read_text(), name
+    assert out["vigil-gpu-alerts.yml"].splitlines()[1] == (
+        "# As deployed: keep_firing_for not added, durations capped at nothing, "
+        "group intervals capped at 10s, runbooks under docs/runbooks."
+    )
+
+
+def test_interval_cap_never_raises_an_interval() -> None:
+    out = [f(p.read_text(), interval_cap="45s", interval_kept=KEPT) for p in rulekit.shipped()]
+    got = intervals(out)
+    assert got["vigil_gpu_alerts"] == got["vigil_targets"] == "30s"
+    assert got["vigil_certificates"] == "45s"
+    assert got["vigil_accounting"] == "1m"
+    for path in rulekit.shipped():  # above every interval: nothing to change, the text as shipped
+        assert f(path.read_text(), interval_cap="1h", interval_kept=KEPT) == path.read_text(), path.name
+
+
+def test_interval_cap_with_the_lab_settings_leaves_the_accounting_intervals_alone() -> None:
+    """The lab's other settings still reach the accounting files (the group params, the alerts'
+    `for:`); their intervals stay the shipped ones and their header says nothing of intervals."""
+    for name in ACCOUNTING_FILES:
+        text = (rulekit.RULES / name).read_text()
+        settings = {"duration_cap": "20s", "group_params": ROLE_PARAMS}
+        out = f(text, **settings, interval_cap="10s", interval_kept=KEPT)
+        assert out == f(text, **settings), name
+        assert "group intervals" not in out
+
+
+def test_a_group_without_its_own_interval_is_left_to_the_evaluation_interval() -> None:
+    text = "groups:\n  - name: site\n    rules:\n      - record: a:b\n        expr: vector(1)\n"
+    assert f(text, interval_cap="10s", interval_kept=KEPT) == text
+
+
+def test_without_the_kept_list_the_cap_would_reach_the_accounting_group() -> None:
+    """What `interval_kept` is there for: the filter itself knows no group names."""
+    text = (rulekit.RULES / "vigil-accounting.yml").read_text()
+    assert intervals([f(text, interval_cap="10s")])["vigil_accounting"] == "10s"
+
+
+@pytest.mark.parametrize(
+    ("cap", "kept", "reason"),
+    [
+        ("soon", KEPT, "not a duration: 'soon'"),
+        ("10", KEPT, "not a duration: '10'"),
+        ("-10s", KEPT, "not a duration: '-10s'"),
+        ("10s\n    rules: []", KEPT, "not a duration"),
+        ("0s", KEPT, "interval cap '0s': a group interval must be at least 1s"),
+        ("500ms", KEPT, "interval cap '500ms': a group interval must be at least 1s"),
+        ("10s", "vigil_accounting", "a list of group names, not one string"),
+    ],
+    ids=["a word", "no unit", "negative", "a YAML line", "zero", "under a second", "kept as a string"],
+)
+def test_a_bad_interval_cap_is_refused(cap: str, kept: object, reason: str) -> None:
+    text = (rulekit.RULES / "vigil-targets.yml").read_text()
+    with pytest.raises(ValueError, match=re.escape(reason)):
+        f(text, interval_cap=cap, interval_kept=kept)  # type: ignore[arg-type]
