@@ -211,6 +211,13 @@ def test_bad_parameters_are_refused_naming_the_path_before_anything_is_written(
     assert list((tmp_path / "etc" / "thing").iterdir()) == []
 
 
+def test_specs_and_results_pair_one_to_one_or_raise() -> None:
+    """What zip(strict=True) checked, by hand for the hosts' 3.9: lists of two lengths never pair."""
+    assert list(vf._pairs([1, 2], ["a", "b"])) == [(1, "a"), (2, "b")]
+    with pytest.raises(ValueError, match="2 items against 1"):
+        vf._pairs([1, 2], ["a"])
+
+
 def test_a_checker_sees_the_staged_file_beside_the_path_with_its_owner_and_mode(tmp_path: Path) -> None:
     """The checker runs on the new content before it is in place: a file beside the path, with the
     owner and mode it will have, not the path itself (which still holds the old content)."""
