@@ -11,6 +11,7 @@ import ast
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -301,7 +302,9 @@ def test_through_ansible_check_mode_names_the_paths_and_the_key_never_shows(tmp_
     target.mkdir()
     secret = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIK9only-in-the-key\n"
     secret += "-----END PRIVATE KEY-----\n"
-    local = {"ansible_connection": "local", "ansible_python_interpreter": "python3"}
+    # the module's `#!/usr/bin/python3` makes Ansible take ansible_python3_interpreter for it
+    python = {"ansible_python_interpreter": sys.executable, "ansible_python3_interpreter": sys.executable}
+    local = {"ansible_connection": "local", **python}
     play = [
         {
             "name": "files",
