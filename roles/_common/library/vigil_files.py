@@ -215,6 +215,14 @@ def regular_file(spec, check):
     return path, data, uid, gid, mode, reason
 
 
+def _pairs(first, second):
+    """The items of FIRST and SECOND side by side; ValueError when their lengths differ (what
+    ``zip(strict=True)`` checks, which the hosts' python3 3.9 does not have)."""
+    if len(first) != len(second):
+        raise ValueError(f"{len(first)} items against {len(second)}: one list per path expected")
+    return zip(first, second)
+
+
 def _put_files(specs, check):
     """Stage every differing file, run its checker, then rename them all; the reasons, in order."""
     found = [regular_file(spec, check) for spec in specs]
@@ -222,7 +230,7 @@ def _put_files(specs, check):
         return [item[-1] for item in found]
     staged = []
     try:
-        for spec, (path, data, uid, gid, mode, reason) in zip(specs, found, strict=True):
+        for spec, (path, data, uid, gid, mode, reason) in _pairs(specs, found):
             if not reason:
                 continue
             tmp = _stage(path, data, uid, gid, mode)
@@ -246,7 +254,7 @@ def apply(params, check):
     reasons = [directory(spec, check) for spec in params["directories"]]
     reasons += _put_files(params["files"], check)
     results = []
-    for spec, reason in zip(params["directories"] + params["files"], reasons, strict=True):
+    for spec, reason in _pairs(params["directories"] + params["files"], reasons):
         result = {"path": spec["path"], "changed": bool(reason)}
         if reason:
             result["reason"] = reason

@@ -361,7 +361,7 @@ def record(path, ran, run, host, write=True, now=None):
         same = dict(old, run_id=None, written_at=None) == dict(doc, run_id=None, written_at=None)
         if same:  # 5
             return False, old, warning
-    stamp = now or datetime.datetime.now(datetime.UTC)
+    stamp = now or datetime.datetime.now(datetime.timezone.utc)
     doc["written_at"] = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
     check_doc(doc)  # what this module writes, it can read back
     if write:

@@ -47,7 +47,7 @@ def test_half_open_connections_hold_no_more_than_the_cap_and_time_out(server: tu
             try:
                 if s.recv(1) == b"":
                     closed += 1
-            except TimeoutError:
+            except socket.timeout:  # TimeoutError from 3.10 on; these tests run on 3.9 too
                 pass
         assert closed >= 100 - 8
         # and the held ones are dropped after the read timeout, so a real scrape gets through

@@ -126,7 +126,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     from cryptography.x509.oid import NameOID
 
     d = tmp_path_factory.mktemp("pki")
-    now = datetime.datetime.now(datetime.UTC)
+    now = datetime.datetime.now(datetime.timezone.utc)
 
     def name(cn: str) -> x509.Name:
         return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])

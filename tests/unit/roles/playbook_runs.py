@@ -30,12 +30,11 @@ def local_inventory(
         group: {"hosts": {h: dict((host_vars or {}).get(h, {})) for h in hosts}}
         for group, hosts in groups.items()
     }
-    return {
-        "all": {
-            "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
-            "children": children,
-        }
-    }
+    # vigil's modules start with `#!/usr/bin/python3`: Ansible runs them with ansible_python3_interpreter
+    # (else /usr/bin/python3), its own with ansible_python_interpreter. Both are this python, so that
+    # a run under 3.9 runs the modules on 3.9 too (tests/integration/test_host_python39.py).
+    python = {"ansible_python_interpreter": sys.executable, "ansible_python3_interpreter": sys.executable}
+    return {"all": {"vars": {"ansible_connection": "local", **python}, "children": children}}
 
 
 _TASK = re.compile(r"^TASK \[(?P<name>.*)\] \*+$")

@@ -20,7 +20,10 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[3]
 ROLES = REPO / "roles"
-BIN = Path(sys.executable).parent
+# The folder of the tools these tests run (ansible-playbook, ...): the venv's, beside the running
+# python. The Python 3.9 run of the host-side tests (tests/integration/test_host_python39.py) names
+# its own: the venv's tools with a `python3` that is 3.9, as a host's may be.
+BIN = Path(os.environ.get("VIGIL_TEST_BIN") or Path(sys.executable).parent)
 ROLE_NAMES = ("_common", "common", "node_exporter", "victoriametrics", "vmalert", "alertmanager", "grafana")
 
 # Sample of the contract's `vigil_artifacts` (see installer/deploy/artifacts.py): the debian channel.

@@ -3,8 +3,6 @@
 - the collectors CSV lists exactly the fields the GPU simulator emits (DCGM's names and types, as
   dcgm-exporter emits them), covers what the rules and reports read, and the role's own `validate`
   command accepts it and refuses each kind of broken line;
-- the wheel install (files/unpack_wheel.py) run for real: unpack, rerun unchanged, wrong sha256
-  refused with nothing written, a changed wheel swapped in, old versions pruned;
 - the units rendered by Ansible from the roles' vars and `_common`'s template: command lines,
   hardening, and `systemd-analyze verify` where this machine has it;
 - preflight refusals name the variable to fix (production without NVIDIA's packages, no wheel,
@@ -29,7 +27,6 @@ import pytest
 import yaml
 
 from tests.unit.roles.rendering import BIN, REPO, ROLES, ansible_env, contract_vars, run_tasks
-from vigil.bundle.fetchers._project import build_project_wheel
 from vigil.exporters.gpusim.fields import DRIVER_LABEL, FIELDS
 from vigil.installer.lab import LabPaths
 from vigil.installer.lab.inventory import inventory_data
@@ -174,74 +171,6 @@ def test_collectors_csv_check_survives_ansible_and_runs_on_python_3_9() -> None:
     assert command.count("%") == 1 and not set('\\"$') & set(program), "characters the trip changes"
     assert not re.search(r"\{[{%#]", command), "Jinja would template it"
     ast.parse(program, feature_version=(3, 9))
-
-
-# --- the wheel install ----------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_project_wheel(REPO / "exporters", tmp_path_factory.mktemp("wheel"))
-
-
-def unpack(
-    wheel: Path, home: Path, version: str, sha: str, keep: int = 2
-) -> subprocess.CompletedProcess[str]:
-    script = (ROLES / "_common" / "files" / "unpack_wheel.py").read_text()
-    return subprocess.run(
-        [sys.executable, "-", str(wheel), str(home), version, sha, str(keep)],
-        input=script,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-
-
-def test_unpack_wheel_installs_once_then_changes_nothing(tmp_path: Path, wheel: Path) -> None:
-    import hashlib
-
-    sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    first = unpack(wheel, tmp_path, "0.1.0", sha)
-    assert (first.returncode, first.stdout) == (0, "unpacked\n"), first.stderr
-    tree = tmp_path / "0.1.0"
-    assert (tree / "vigil" / "exporters" / "gpusim" / "__main__.py").is_file()
-    assert list(
-        (tree / "vigil" / "exporters" / "gpusim").glob("__pycache__/*.pyc")
-    )  # the unit cannot write them
-    assert (tree / ".vigil-wheel-sha256").read_text().strip() == sha
-    assert oct((tree / "vigil" / "exporters" / "slurm" / "collector.py").stat().st_mode & 0o777) == "0o644"
-    again = unpack(wheel, tmp_path, "0.1.0", sha)
-    assert (again.returncode, again.stdout) == (0, "unchanged\n")
-    run = subprocess.run(
-        [sys.executable, "-m", "vigil.exporters.gpusim", "--version"],
-        cwd="/",
-        env={"PYTHONPATH": str(tree)},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert run.returncode == 0 and "0.1.0" in run.stdout + run.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["0.1.0"]  # no stage or old trees left
-
-
-def test_unpack_wheel_refuses_a_wrong_sha256_and_writes_nothing(tmp_path: Path, wheel: Path) -> None:
-    res = unpack(wheel, tmp_path, "0.1.0", "f" * 64)
-    assert res.returncode == 2 and f"the bundle says {'f' * 64}" in res.stderr
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_unpack_wheel_swaps_in_a_changed_wheel_and_prunes(tmp_path: Path, wheel: Path) -> None:
-    import hashlib
-
-    sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    for version in ("0.0.1", "0.0.2"):
-        assert unpack(wheel, tmp_path, version, sha).returncode == 0
-    (tmp_path / "0.1.0").mkdir()
-    (tmp_path / "0.1.0" / ".vigil-wheel-sha256").write_text("0" * 64 + "\n")  # same version, other build
-    res = unpack(wheel, tmp_path, "0.1.0", sha, keep=2)
-    assert res.stdout.splitlines() == ["unpacked", "pruned 0.0.1"], res.stdout
-    assert (tmp_path / "0.1.0" / "vigil" / "exporters").is_dir()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["0.0.2", "0.1.0"]
 
 
 # --- the units ------------------------------------------------------------------------------------

@@ -1,8 +1,7 @@
-"""Role `audit`: its structure, its templates rendered by Ansible, the rules checker, its TLS
-material (the site CA's, which `vigil deploy` issues: tests/unit/deploy/test_host_certificates.py).
-
-The rules checker is what stands between a template and `augenrules --load` (auditctl has no dry
-run): each refusal below is a line that would make auditctl fail or do more than add vigil's rules.
+"""Role `audit`: its structure, its templates rendered by Ansible (the rules they make pass the rules
+checker), its TLS material (the site CA's, which `vigil deploy` issues:
+tests/unit/deploy/test_host_certificates.py), the package installer. The host-side scripts, the rules
+checker and the probe, have their own tests: test_audit_files.py.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from types import ModuleType
@@ -308,86 +306,7 @@ def test_pruning_removes_files_older_than_the_retention(receiver: dict[str, str]
     assert "OnCalendar=daily" in receiver["prune.timer"] and "Persistent=true" in receiver["prune.timer"]
 
 
-# --- the rules checker --------------------------------------------------------------------------
-
-GOOD = """\
-# comment
--w /etc/vigil -p wa -k vigil-config
--a always,exit -F path=/usr/bin/systemctl -F perm=x -k vigil-service-control
--a always,exit -F arch=b64 -S adjtimex,settimeofday -F key=time-change
--b 8192
--e 2
-"""
-
-
-def test_checker_accepts_vigils_forms() -> None:
-    assert module("check_audit_rules").check_text(GOOD) == []
-
-
-@pytest.mark.parametrize(
-    ("line", "reason"),
-    [
-        ("-D", "-D deletes every rule"),
-        ("-w etc/vigil -p wa -k k", "path 'etc/vigil' is not absolute"),
-        ("-w /etc/vi gil -p wa -k k", "-w takes -p and -k, not 'gil'"),
-        ("-w /etc/../vigil -p wa -k k", "'.' or '..' components"),
-        ("-w /etc/vigil -p wz -k k", "-p 'wz' must be made of r, w, x, a"),
-        ("-w /etc/vigil -p wa", "has no key"),
-        ("-w /etc/vigil -p wa -k " + "k" * 32, "1-31 of"),
-        ("-w /etc/vigil -p wa -k bad/key", "1-31 of"),
-        ("-a always,exit -F path=/usr/bin/systemctl -F perm=x", "rule has no key"),
-        ("-a exit,sometimes -F path=/x -F perm=x -k k", "must be list,action"),
-        ("-a always,exit -F pth=/x -k k", "-F field 'pth' is not one vigil uses"),
-        ("-a always,exit -F path>/x -k k", "-F path takes = or !="),
-        ("-a always,exit -F perm=x -k k", "-F perm needs -F path= or -F dir="),
-        ("-a always,exit -S openat -k k", "needs -F arch=b64 or b32"),
-        ("-a always,exit -F arch=b63 -S openat -k k", "-F arch='b63' must be b32 or b64"),
-        ("-a always,exit -F arch=b64 -S open;rm -k k", "is not a system call name"),
-        ("-e 3", "-e takes 0, 1 or 2"),
-        ("-x /etc", "unknown option '-x'"),
-        ('-w "/etc/vigil -p wa', "cannot be split into words"),
-    ],
-)
-def test_checker_refuses(line: str, reason: str) -> None:
-    problems = module("check_audit_rules").check_text(f"-w /etc/vigil -p wa -k ok\n{line}\n", "f.rules")
-    assert problems and problems[0].startswith("f.rules:2: ") and reason in problems[0], problems
-
-
-def test_checker_refuses_rules_after_the_lock_and_exits_non_zero(tmp_path: Path) -> None:
-    path = tmp_path / "vigil.rules"
-    path.write_text("-e 2\n-w /etc/vigil -p wa -k vigil-config\n")
-    res = subprocess.run(
-        [sys.executable, str(FILES / "check_audit_rules.py"), str(path)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert res.returncode == 1
-    assert res.stderr == f"{path}:2: rule after -e on line 1: -e must come last\n"
-    path.write_text(GOOD)
-    ok = subprocess.run(
-        [sys.executable, str(FILES / "check_audit_rules.py"), str(path)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert (ok.returncode, ok.stdout, ok.stderr) == (0, "", "")
-
-
-# --- the probe and the package installer --------------------------------------------------------
-
-
-def test_probe_prints_one_json_object() -> None:
-    res = subprocess.run(
-        [sys.executable, str(FILES / "audit_probe.py")],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=30,
-    )
-    data = json.loads(res.stdout)
-    assert set(data) == {"available", "enabled", "reason"}
-    assert data["available"] is (data["enabled"] is not None)
+# --- the package installer ----------------------------------------------------------------------
 
 
 @pytest.mark.skipif(shutil.which("dpkg-query") is None, reason="needs dpkg")

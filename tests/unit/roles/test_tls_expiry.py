@@ -31,7 +31,7 @@ SCRIPT = ROLES / "node_exporter" / "files" / "vigil_tls_expiry.py"
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the scan checks that root owns the textfile dir")
 
 tls = load_module(SCRIPT)
-UTC = datetime.UTC
+UTC = datetime.timezone.utc
 KEY = ec.generate_private_key(ec.SECP256R1())
 
 

@@ -11,6 +11,7 @@ import ast
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -211,6 +212,13 @@ def test_bad_parameters_are_refused_naming_the_path_before_anything_is_written(
     assert list((tmp_path / "etc" / "thing").iterdir()) == []
 
 
+def test_specs_and_results_pair_one_to_one_or_raise() -> None:
+    """What zip(strict=True) checked, by hand for the hosts' 3.9: lists of two lengths never pair."""
+    assert list(vf._pairs([1, 2], ["a", "b"])) == [(1, "a"), (2, "b")]
+    with pytest.raises(ValueError, match="2 items against 1"):
+        vf._pairs([1, 2], ["a"])
+
+
 def test_a_checker_sees_the_staged_file_beside_the_path_with_its_owner_and_mode(tmp_path: Path) -> None:
     """The checker runs on the new content before it is in place: a file beside the path, with the
     owner and mode it will have, not the path itself (which still holds the old content)."""
@@ -294,7 +302,9 @@ def test_through_ansible_check_mode_names_the_paths_and_the_key_never_shows(tmp_
     target.mkdir()
     secret = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIK9only-in-the-key\n"
     secret += "-----END PRIVATE KEY-----\n"
-    local = {"ansible_connection": "local", "ansible_python_interpreter": "python3"}
+    # the module's `#!/usr/bin/python3` makes Ansible take ansible_python3_interpreter for it
+    python = {"ansible_python_interpreter": sys.executable, "ansible_python3_interpreter": sys.executable}
+    local = {"ansible_connection": "local", **python}
     play = [
         {
             "name": "files",
