@@ -7,10 +7,11 @@ that changes a store imports the bundle into a home of its own.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.helpers.cli import Vigil, vigil_env
+from tests.helpers.cli import REPO, Vigil, vigil_env
 
 #: the SOURCE_DATE_EPOCH of the shared build (2025-11-29T00:00:00Z): a fixed one makes the build
 #: reproducible, which tests/integration/test_debian_bundle.py checks byte for byte
@@ -117,3 +118,43 @@ def import_release(release: Release, home: Path, cache: Path) -> Imported:
     vigil("trust", "install", str(release.trust))
     vigil("bundle", "import", str(release.bundle))
     return Imported(release=release, home=home, env=env)
+
+
+#: the upgrade's target: the debian-next bundle (tests/lab/test_upgrade.py), and a bad one after it
+NEXT = 2
+BAD = 3
+
+
+def build_next(release: Release, out: Path) -> Path:
+    """The debian-next bundle, version NEXT, built with RELEASE's key and download cache into OUT."""
+    return _build(Vigil(release.build_env), "debian-next", NEXT, release.key, out)
+
+
+def build_bad(release: Release, out: Path) -> Path:
+    """debian-next again (version BAD), with Ansible content that starts node_exporter with a
+    collector it does not know: the binary exits at start on the first host an upgrade reaches."""
+    # imported here: the bundle builder is the admin side's, which the fast tests need not load
+    from vigil.bundle.channel import build_channel
+    from vigil.installer import __version__
+    from vigil.installer.ops import load_keys
+
+    tree = out / "tree"
+    for sub in ("roles", "playbooks", "inventories/example"):
+        shutil.copytree(REPO / sub, tree / sub, ignore=shutil.ignore_patterns("__pycache__"))
+    defaults = tree / "roles/node_exporter/defaults/main.yml"
+    text = defaults.read_text()
+    wrong = text.replace(
+        "node_exporter_collectors_enabled: []", "node_exporter_collectors_enabled: [no-such-collector]"
+    )
+    assert wrong != text, f"{defaults}: no `node_exporter_collectors_enabled: []` to change"
+    defaults.write_text(wrong)
+    return build_channel(
+        "debian-next",
+        version=BAD,
+        keys=load_keys([release.key], None),
+        out_dir=out / "out",
+        builder_version=__version__,
+        project_dir=tree,
+        cache_dir=Path(release.build_env["VIGIL_CACHE"]),
+        valid_days=VALID_DAYS,
+    )

@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -19,18 +18,22 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.cli import REPO, VIGIL, Vigil
-from tests.helpers.release import Release, _build
+from tests.helpers.cli import REPO, VIGIL
+from tests.helpers.release import BAD, NEXT, Release, build_bad, build_next
+from tests.helpers.shared import shared_bundle, shared_dir
 from tests.lab import labhttp
 from tests.lab.conftest import DeployedStack, Lab
-from vigil.bundle.channel import build_channel
-from vigil.installer import __version__
-from vigil.installer.ops import load_keys
 
 pytestmark = pytest.mark.lab
 
-NEXT = 2  # the debian-next bundle's version (the session's debian release is 1)
-BAD = 3  # debian-next again, with a rule file vmalert refuses
+
+def _bundle(name: str, build: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """NAME's bundle file: the lanes' shared build (started at the session's start, see
+    tests/helpers/shared.py), or one built here."""
+    shared = shared_dir()
+    if shared is not None:
+        return shared_bundle(shared, name, build)
+    return Path(build(tmp_path_factory.mktemp(name)))
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +41,7 @@ def next_version(
     release: Release, deployed_stack: DeployedStack, tmp_path_factory: pytest.TempPathFactory
 ) -> int:
     """The debian-next bundle, built with the session's key and imported beside the debian one."""
-    out = tmp_path_factory.mktemp("next")
-    path = _build(Vigil(release.build_env), "debian-next", NEXT, release.key, out)
+    path = _bundle("debian-next", lambda out: build_next(release, out), tmp_path_factory)
     deployed_stack.vigil("bundle", "import", str(path))
     return NEXT
 
@@ -299,28 +301,8 @@ def bad_version(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> int:
     """debian-next again, with Ansible content that starts node_exporter with a collector it does not know:
-    the binary exits at start on the first host the upgrade reaches."""
-    tree = tmp_path_factory.mktemp("bad-tree")
-    for sub in ("roles", "playbooks", "inventories/example"):
-        shutil.copytree(REPO / sub, tree / sub, ignore=shutil.ignore_patterns("__pycache__"))
-    defaults = tree / "roles/node_exporter/defaults/main.yml"
-    defaults.write_text(
-        defaults.read_text().replace(
-            "node_exporter_collectors_enabled: []", "node_exporter_collectors_enabled: [no-such-collector]"
-        )
-    )
-    key = load_keys([release.key], None)
-    out = tmp_path_factory.mktemp("bad")
-    path = build_channel(
-        "debian-next",
-        version=BAD,
-        keys=key,
-        out_dir=out,
-        builder_version=__version__,
-        project_dir=tree,
-        cache_dir=Path(release.build_env["VIGIL_CACHE"]),
-        valid_days=3650,
-    )
+    the binary exits at start on the first host the upgrade reaches (tests/helpers/release.py)."""
+    path = _bundle("debian-next-bad", lambda out: build_bad(release, out), tmp_path_factory)
     deployed_stack.vigil("bundle", "import", str(path))
     return BAD
 

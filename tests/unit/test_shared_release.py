@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.release import Release
-from tests.helpers.shared import SharedBuildFailed, shared_release
+from tests.helpers.shared import SharedBuildFailed, shared_bundle, shared_release
 
 
 class FakeBuild:
@@ -81,3 +81,23 @@ def test_a_description_naming_a_bundle_that_is_gone_is_refused(tmp_path: Path) -
     rel.bundle.unlink()
     with pytest.raises(SharedBuildFailed, match="which is gone"):
         shared_release(tmp_path, tmp_path / "c", build=FakeBuild())
+
+
+def test_a_further_bundle_is_built_once_and_its_file_checked(tmp_path: Path) -> None:
+    calls: list[Path] = []
+
+    def build(tree: Path) -> Path:
+        calls.append(tree)
+        (tree / "vigil-2-amd64.bundle").write_bytes(b"next")
+        return tree / "vigil-2-amd64.bundle"
+
+    first = shared_bundle(tmp_path, "debian-next", build)
+    assert (
+        shared_bundle(tmp_path, "debian-next", build)
+        == first
+        == tmp_path / "debian-next" / "vigil-2-amd64.bundle"
+    )
+    assert calls == [tmp_path / "debian-next"]
+    first.unlink()
+    with pytest.raises(SharedBuildFailed, match=r"debian-next\.json: names .*, which is gone"):
+        shared_bundle(tmp_path, "debian-next", build)
