@@ -33,6 +33,7 @@ from tests.helpers.measured import FIGURES
 from tests.helpers.release import Imported
 from tests.helpers.shared import Prefetch, shared_dir
 from tests.lab import labhttp
+from tests.lab.report_jobs import ReportJobs
 from vigil.installer import lab as lab_api
 from vigil.installer.lab import HOSTS, LabPaths, state
 from vigil.installer.lab._proc import TOOLS
@@ -161,6 +162,12 @@ class _Stacks:
 @pytest.fixture(scope="session")
 def _stacks(lab: Lab, imported_release: Imported) -> _Stacks:
     return _Stacks(lab, imported_release)
+
+
+@pytest.fixture(scope="session")
+def report_jobs(_stacks: _Stacks) -> ReportJobs:
+    """The report module's jobs, started by the first module to ask (tests/lab/report_jobs.py)."""
+    return ReportJobs(lambda *args, **kw: _stacks.get().vigil(*args, **kw))
 
 
 @pytest.fixture(scope="module")

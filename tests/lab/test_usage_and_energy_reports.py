@@ -23,45 +23,38 @@ from typing import Any
 import pytest
 
 from tests.lab.labhttp import VM, query, wait_for
+from tests.lab.report_jobs import ReportJobs, in_slurm
 from vigil.installer.reports.period import in_progress_end
 
 pytestmark = pytest.mark.lab
 
 BUSY_W = 350.0
 SCRAPE_S = 10  # the lab inventory's scrape interval
-#: (account, user, GPUs, seconds); accounts of their own, so that the other lab modules' jobs this
-#: month (physics, chemistry) are not in these rows
-JOBS = [("report-physics", "alice", 2, 150), ("report-chemistry", "bob", 3, 120)]
 
 
 @pytest.fixture(scope="module")
-def ran(lab: Any, deployed_stack: Any) -> dict[str, Any]:
+def ran(lab: Any, deployed_stack: Any, report_jobs: ReportJobs) -> dict[str, Any]:
+    """The two report jobs (tests/lab/report_jobs.py), ended, and the month in progress past them."""
     assert deployed_stack.first["ok"] is True, deployed_stack.first
-    jobs = {}
-    for account, user, gpus, seconds in JOBS:
-        argv = [
-            "lab",
-            "job",
-            "--account",
-            account,
-            "--user",
-            user,
-            "--gpus",
-            str(gpus),
-            "--seconds",
-            str(seconds),
-        ]
-        res = deployed_stack.vigil(*argv, "--json", timeout=120)
-        jobs[str(json.loads(res.stdout)["job_id"])] = (account, user, gpus, seconds)
-    ids = "|".join(jobs)
-    wait_for("the jobs to start", lambda: query(f'slurm_job_info{{hpc_job=~"{ids}"}}') or None, 120)
-    time.sleep(max(s for *_, s in JOBS) + 30)
-    wait_for("the jobs to end", lambda: None if query(f'slurm_job_info{{hpc_job=~"{ids}"}}') else True, 180)
+    jobs = report_jobs.start()  # at once if the alert module's quiet period has not started them
+    ids = list(jobs)
+    longest = max(s for *_, s in jobs.values())
+    wait_for("the jobs to end in Slurm", lambda: not in_slurm(lab.ssh, ids), longest + 300, every=5)
+    sel_ids = "|".join(ids)
+    wait_for(
+        "the jobs' slurm_job_info to go",
+        lambda: None if query(f'slurm_job_info{{hpc_job=~"{sel_ids}"}}', nocache=True) else True,
+        180,
+    )
     # A report of the month in progress ends at the last whole minute at least LATENCY_S before now
     # (period.in_progress_end): wait until that lies past the jobs' last samples, or the report
     # rightly leaves out their last seconds.
-    sel = f'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{hpc_job=~"{ids}"}}'
-    last = max(float(r["value"][1]) for r in query(f"tlast_over_time({sel}[1h])"))
+    sel = f'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{hpc_job=~"{sel_ids}"}}'
+    found = query(f"tlast_over_time({sel}[1h])", nocache=True)
+    assert {r["metric"].get("hpc_job") for r in found} >= set(ids), (
+        f"not every report job reached the GPUs: {found}"
+    )
+    last = max(float(r["value"][1]) for r in found)
     while in_progress_end(time.time()) < last + SCRAPE_S:
         time.sleep(5)
     return jobs
