@@ -46,6 +46,8 @@ LANES: tuple[tuple[str, str, int], ...] = (
 #: how often the runner says how far the lanes are
 HEARTBEAT_S = 60.0
 _PERCENT = re.compile(rb"\[\s*(\d+)%\]")
+#: a line of pytest -q's progress: one character per test, then `[ NN%]` once the line is full
+_DOTS = re.compile(rb"([.sFExX]+)(?:\s+\[\s*\d+%\])?")
 
 
 @dataclass
@@ -108,15 +110,17 @@ def summary_line(counts: dict[str, int], seconds: float) -> str:
 
 
 def _progress(log: Path) -> str:
-    """The last `[ NN%]` pytest -q printed in LOG, or what it is doing before the first."""
+    """How many tests pytest -q has reported in LOG (its progress characters), and the last `[ NN%]`."""
     try:
-        with open(log, "rb") as fh:
-            fh.seek(max(0, log.stat().st_size - 4096))
-            tail = fh.read()
+        text = log.read_bytes()
     except OSError:
         return "starting"
-    found = _PERCENT.findall(tail)
-    return f"{int(found[-1])}%" if found else "collecting or first tests"
+    lines = [ln for ln in text.splitlines() if _DOTS.fullmatch(ln)]
+    if not lines:
+        return "collecting or first test"
+    done = sum(len(_DOTS.fullmatch(ln).group(1)) for ln in lines)  # type: ignore[union-attr]
+    found = _PERCENT.findall(lines[-1])
+    return f"{done} done" + (f" ({int(found[-1])}%)" if found else "")
 
 
 def _minutes(seconds: float) -> str:

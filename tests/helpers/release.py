@@ -148,6 +148,7 @@ def build_bad(release: Release, out: Path) -> Path:
     )
     assert wrong != text, f"{defaults}: no `node_exporter_collectors_enabled: []` to change"
     defaults.write_text(wrong)
+    (out / "out").mkdir()
     return build_channel(
         "debian-next",
         version=BAD,
