@@ -45,6 +45,9 @@ LANES: tuple[tuple[str, str, int], ...] = (
 )
 #: how often the runner says how far the lanes are
 HEARTBEAT_S = 60.0
+#: after an interrupt, how long a lane gets for its teardown before SIGTERM (and as long again
+#: before SIGKILL): the lab lane's teardown takes the lab down
+STOP_GRACE_S = 90.0
 _PERCENT = re.compile(rb"\[\s*(\d+)%\]")
 #: a line of pytest -q's progress: one character per test, then `[ NN%]` once the line is full
 _DOTS = re.compile(rb"([.sFExX]+)(?:\s+\[\s*\d+%\])?")
@@ -178,6 +181,7 @@ def run(
     lanes_spec: Sequence[tuple[str, str, int]] = LANES,
     cwd: Path = REPO,
     target: str = "tests",
+    stop_grace: float = STOP_GRACE_S,
 ) -> int:
     """Run the lanes of LANES_SPEC on TARGET (from CWD) at once; their report; 0 when all passed."""
     if run_dir.exists():
@@ -200,16 +204,23 @@ def run(
             )
     print(f"lanes: {', '.join(f'{ln.name} (-m {ln.expr!r})' for ln in lanes)}; logs in {run_dir}", flush=True)
 
-    def stop(signum: int, _frame: object) -> None:
+    stopping: list[float] = []  # when an interrupt came
+
+    def signal_lanes(sig: int) -> None:
         for lane in lanes:
             if lane.proc is not None and lane.proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
-                    os.killpg(lane.proc.pid, signal.SIGINT)  # pytest's own teardown runs
-        signal.signal(signum, signal.SIG_DFL)
+                    os.killpg(lane.proc.pid, sig)
+
+    def stop(signum: int, _frame: object) -> None:
+        if not stopping:
+            stopping.append(time.monotonic())
+            signal_lanes(signal.SIGINT)  # pytest's own teardown runs: the lab lane takes the lab down
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     next_beat = time.monotonic() + HEARTBEAT_S
+    escalated: set[int] = set()
     while any(ln.proc is not None and ln.proc.poll() is None for ln in lanes):
         for lane in lanes:
             if lane.ended is None and lane.proc is not None and lane.proc.poll() is not None:
@@ -224,6 +235,11 @@ def run(
             )
             print(f"[{_minutes(time.monotonic() - t0)}] {state}", flush=True)
             next_beat += HEARTBEAT_S
+        # a lane that outlives the interrupt (a test that swallowed it) is ended harder, in steps
+        for after, sig in ((stop_grace, signal.SIGTERM), (2 * stop_grace, signal.SIGKILL)):
+            if stopping and sig not in escalated and time.monotonic() - stopping[0] > after:
+                escalated.add(sig)
+                signal_lanes(sig)
         time.sleep(1.0)
     wall = time.monotonic() - t0
     for lane in lanes:

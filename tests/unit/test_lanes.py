@@ -4,8 +4,10 @@ sessions at once, one report, an exit status that fails when either lane fails."
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -136,3 +138,46 @@ def test_the_runner_refuses_a_second_run_in_the_same_directory(tmp_path: Path) -
         )
     assert res.returncode == 1
     assert res.stderr.strip() == f"FAIL: {run_dir}: another `make test` is running with it"
+
+
+STUBBORN = """
+import time
+
+def test_swallows_the_interrupt():
+    for _ in range(600):
+        try:
+            time.sleep(0.1)
+        except KeyboardInterrupt:
+            pass
+"""
+
+RUNNER = """
+import sys
+from pathlib import Path
+from tests import lanes
+sys.exit(lanes.run(Path(sys.argv[1]), [], 5, lanes_spec=(("lab", "lab", 0), ("rest", "not lab", 10)),
+                   cwd=Path(sys.argv[2]), target="t", stop_grace=2.0))
+"""
+
+
+def test_an_interrupt_stops_both_lanes_even_one_that_swallows_it_and_reports_them(tmp_path: Path) -> None:
+    tree = _tree(
+        tmp_path,
+        ("test_stubborn.py", STUBBORN),
+        ("test_lab.py", "import pytest, time\n\n@pytest.mark.lab\ndef test_waits():\n    time.sleep(60)\n"),
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", RUNNER, str(tmp_path / "run"), str(tree)],
+        cwd=lanes.REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    time.sleep(4)  # both lanes inside their test
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    assert time.monotonic() - t0 < 15, out  # SIGINT, then SIGTERM 2 s later for the stubborn one
+    assert proc.returncode == 1, out
+    assert re.search(r"lab +exit 2 ", out), out  # pytest's own "interrupted"
+    assert "ERROR lane rest:" in out, out
