@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import json
 import os
 import re
 import shutil
@@ -188,6 +189,7 @@ def run(
         shutil.rmtree(run_dir)
     (run_dir / "shared").mkdir(parents=True)
     env = {**os.environ, "VIGIL_TEST_SHARED": str(run_dir / "shared")}
+    figures = os.environ.get("VIGIL_TEST_FIGURES")
     lanes = [Lane(n, e, nice, run_dir / f"{n}.log", run_dir / f"{n}.xml") for n, e, nice in lanes_spec]
     t0 = time.monotonic()
     for lane in lanes:
@@ -197,7 +199,7 @@ def run(
             lane.proc = subprocess.Popen(
                 lane.argv(run_dir, extra, target),
                 cwd=cwd,
-                env=env,
+                env={**env, "VIGIL_TEST_FIGURES": str(run_dir / f"{lane.name}-figures.json")},
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -245,6 +247,13 @@ def run(
     for lane in lanes:
         if lane.ended is None:
             lane.ended = time.monotonic()
+    if figures:  # the measured figures of both lanes, in the one file asked for
+        merged: dict[str, object] = {}
+        for lane in lanes:
+            path = run_dir / f"{lane.name}-figures.json"
+            if path.is_file():
+                merged.update(json.loads(path.read_text()))
+        Path(figures).write_text(json.dumps(merged, indent=1) + "\n")
     return report(lanes, wall, slowest)
 
 

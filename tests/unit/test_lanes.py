@@ -3,6 +3,7 @@ sessions at once, one report, an exit status that fails when either lane fails."
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -15,8 +16,16 @@ import pytest
 from tests import lanes
 
 CONFTEST = """
+import json, os
+from pathlib import Path
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "lab: the slow lane")
+
+def pytest_sessionfinish(session):
+    # as tests/helpers/measured.py does: the session's figures to $VIGIL_TEST_FIGURES
+    path = Path(os.environ["VIGIL_TEST_FIGURES"])
+    path.write_text(json.dumps({f"figure of {path.name}": {"seconds": 1.0}}))
 """
 
 PASSING = """
@@ -77,11 +86,17 @@ def _run(tmp_path: Path, tree: Path, capsys: pytest.CaptureFixture[str]) -> tupl
 
 
 def test_two_passing_lanes_pass_and_close_with_pytests_own_summary_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tree = _tree(tmp_path, ("test_ok.py", PASSING))
+    monkeypatch.setenv("VIGIL_TEST_FIGURES", str(tmp_path / "figures.json"))
     rc, out = _run(tmp_path, tree, capsys)
     assert rc == 0, out
+    # each lane wrote its own figures, and the run put both in the one file asked for
+    assert json.loads((tmp_path / "figures.json").read_text()) == {
+        "figure of lab-figures.json": {"seconds": 1.0},
+        "figure of rest-figures.json": {"seconds": 1.0},
+    }
     last = out.rstrip("\n").splitlines()[-1]
     assert re.fullmatch(r"=+ 3 passed, 1 skipped, 1 xfailed in \d+\.\d\ds =+", last), last
     # both lanes' own output is there, each under its own heading
