@@ -143,6 +143,18 @@ def _exclusive(run_dir: Path) -> Iterator[None]:
         yield
 
 
+def _clear(run_dir: Path) -> None:
+    """Remove the last run's directory. Tests of the audit trail leave append-only files (chattr +a)
+    behind when a run was interrupted before their teardown: those lose the flag first."""
+    if not run_dir.exists():
+        return
+    try:
+        shutil.rmtree(run_dir)
+    except PermissionError:
+        subprocess.run(["chattr", "-R", "-a", str(run_dir)], capture_output=True, check=False)
+        shutil.rmtree(run_dir)
+
+
 @dataclass
 class Lane:
     name: str
@@ -185,8 +197,7 @@ def run(
     stop_grace: float = STOP_GRACE_S,
 ) -> int:
     """Run the lanes of LANES_SPEC on TARGET (from CWD) at once; their report; 0 when all passed."""
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
+    _clear(run_dir)
     (run_dir / "shared").mkdir(parents=True)
     env = {**os.environ, "VIGIL_TEST_SHARED": str(run_dir / "shared")}
     figures = os.environ.get("VIGIL_TEST_FIGURES")

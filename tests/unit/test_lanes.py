@@ -196,3 +196,17 @@ def test_an_interrupt_stops_both_lanes_even_one_that_swallows_it_and_reports_the
     assert proc.returncode == 1, out
     assert re.search(r"lab +exit 2 ", out), out  # pytest's own "interrupted"
     assert "ERROR lane rest:" in out, out
+
+
+def test_the_last_runs_append_only_audit_files_do_not_stop_the_next_run(tmp_path: Path) -> None:
+    """vigil makes its audit log append-only (chattr +a); the shared release's build home has one."""
+    audit = tmp_path / "run" / "shared" / "release" / "build-home" / "audit"
+    audit.mkdir(parents=True)
+    (audit / "log.jsonl").write_text("{}\n")
+    res = subprocess.run(
+        ["chattr", "+a", str(audit / "log.jsonl")], capture_output=True, text=True, check=False
+    )
+    if res.returncode != 0:
+        pytest.fail(f"chattr +a refused here ({res.stderr.strip()}); the lanes need it to test this")
+    lanes._clear(tmp_path / "run")
+    assert not (tmp_path / "run").exists()
