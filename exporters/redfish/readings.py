@@ -15,11 +15,15 @@ mockups disagree with themselves: 374 W in Sensors/TotalPower, 344 W in the depr
    among several. Likewise the chassis energy.
 
 A reading of ``null`` (or absent, or not a finite number) gives no sample, never 0.
+
+A string of the BMC's becomes a label value here (:func:`label_value`): JSON may carry a lone surrogate
+(``"\\ud800"``), which no UTF-8 text can hold; it becomes U+FFFD.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -33,6 +37,10 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "redfish_walk_timestamp_seconds": (
         "gauge",
         "When the target's resource tree was last walked (Unix time).",
+    ),
+    "redfish_scrape_errors_total": (
+        "counter",
+        "Scrapes of the target that failed (redfish_up 0) since the exporter started.",
     ),
     "redfish_chassis_health": ("gauge", "Chassis Status.Health as a state set (1 for the current state)."),
     "redfish_chassis_power_watts": (
@@ -142,6 +150,16 @@ def number(value: object) -> float | None:
     return f if math.isfinite(f) else None
 
 
+#: the code points a Python string may hold that UTF-8 cannot: surrogates (JSON's "\ud800" escapes;
+#: a valid pair of escapes is decoded into one character and never shows here)
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def label_value(text: str) -> str:
+    """TEXT, a string of the BMC's, as a label value: valid UTF-8 always, each lone surrogate U+FFFD."""
+    return text if text.isascii() else _SURROGATES.sub("\ufffd", text)
+
+
 def _str(value: object) -> str:
     return value[:128] if isinstance(value, str) else ""
 
@@ -159,7 +177,7 @@ class _Out:
     ) -> None:
         if value is None:
             return
-        full: Labels = (("target", self.target), *labels)
+        full: Labels = (("target", self.target), *((k, label_value(v)) for k, v in labels))
         key = tuple(kv for kv in full if kv[0] != "context")  # context describes, it does not identify
         if (metric, key) in self._seen:
             return
