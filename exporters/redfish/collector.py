@@ -56,6 +56,7 @@ class _State:
         self.busy = threading.Lock()
         self.up: bool | None = None
         self.errors = 0  # failed scrapes
+        self.refused = 0  # readings refused
 
 
 class RedfishCollector:
@@ -115,7 +116,8 @@ class RedfishCollector:
                 readings = fetch_readings(st.client, plan)
                 if readings.stale:
                     st.plan = None  # a resource is gone: walk again at the next scrape
-                got = samples(st.target.name, st.target.origin, plan, readings)
+                got, refused = samples(st.target.name, st.target.origin, plan, readings)
+                st.refused += refused
                 bad = _not_utf8(got)
                 if bad is not None:
                     return [], bad, self._clock() - start
@@ -160,6 +162,7 @@ class RedfishCollector:
                 fams["redfish_up"].add(labels, 1 if up else 0)
                 fams["redfish_scrape_duration_seconds"].add(labels, round(seconds, 6))
                 fams["redfish_scrape_errors_total"].add(labels, st.errors)
+                fams["redfish_readings_refused_total"].add(labels, st.refused)
                 if st.walked_unix:
                     fams["redfish_walk_timestamp_seconds"].add(labels, round(st.walked_unix, 3))
                 for metric, lbls, value in got:

@@ -66,6 +66,7 @@ def test_dead_and_hung_targets_leave_the_others_intact_within_the_timeout(
     assert value(s, "redfish_up", target="hung") == 0
     assert value(s, "redfish_scrape_errors_total", target="hung") == 1
     own = ("redfish_up", "redfish_scrape_duration_seconds", "redfish_scrape_errors_total")
+    own += ("redfish_readings_refused_total",)
     assert not [k for k in s if ("target", "hung") in k[1] and k[0] not in own]
     # again: the hung worker was freed at its deadline, so the next scrape is no slower
     t0 = time.monotonic()
@@ -354,3 +355,36 @@ def test_a_target_whose_series_cannot_be_rendered_is_down_alone(
         assert value(s, "redfish_scrape_errors_total", target="good") == 0
         assert value(s, "redfish_pdu_power_watts", target="good") is not None
     assert "bad: down: " in caplog.text and "not valid UTF-8" in caplog.text
+
+
+def test_an_energy_reading_that_overflows_its_conversion_is_refused_and_counted(
+    tmp_path, make_bmc, make_collector
+):
+    """1e308 kWh is a finite JSON number, but 3.6e6 times it is not: it was exported as +Inf."""
+    mock = _hostile_mockup(
+        tmp_path,
+        {
+            "EnvironmentMetrics": {"@odata.id": "/redfish/v1/Chassis/1/Env"},
+            "Sensors": {"@odata.id": "/redfish/v1/Chassis/1/Sensors"},
+        },
+    )
+    (mock / "Chassis/1/Env").mkdir()
+    (mock / "Chassis/1/Env/index.json").write_text(
+        json.dumps({"PowerWatts": {"Reading": 300}, "EnergykWh": {"Reading": 1e308}})
+    )
+    members = [
+        _sensor(mock, "E", {"Id": "E", "ReadingType": "EnergykWh", "Reading": 1e308}),
+        _sensor(mock, "E2", {"Id": "E2", "ReadingType": "EnergykWh", "Reading": 2.5}),
+    ]
+    (mock / "Chassis/1/Sensors/index.json").write_text(json.dumps({"Members": members}))
+    c = make_collector({"h": make_bmc(str(mock), static=True).url})
+    for scrapes in (1, 2):
+        text = c.scrape()
+        assert "Inf" not in text
+        s = parse(text)
+        assert value(s, "redfish_up", target="h") == 1
+        assert value(s, "redfish_chassis_power_watts", target="h") == 300
+        assert value(s, "redfish_chassis_energy_joules_total", target="h") is None
+        assert value(s, "redfish_energy_joules_total", target="h", sensor="E") is None
+        assert value(s, "redfish_energy_joules_total", target="h", sensor="E2") == 2.5 * 3.6e6
+        assert value(s, "redfish_readings_refused_total", target="h") == 2 * scrapes
