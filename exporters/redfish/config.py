@@ -30,6 +30,8 @@ DEFAULT_TIMEOUT = 10.0
 #: a credentials file is one short line; anything bigger is not one
 MAX_CREDENTIALS_BYTES = 4096
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
+#: JSON nesting at most: the shape is {"targets": [{...}]}, 3 deep
+MAX_JSON_DEPTH = 8
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -295,14 +297,30 @@ def _target(raw: dict[str, object], where: str, base_dir: str) -> Target:
     )
 
 
+def _json_depth(doc: object) -> int:
+    """The nesting depth of a parsed JSON value, measured without recursion."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            deepest = max(deepest, depth)
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return deepest
+
+
 def parse_config(text: str, path: str) -> list[Target]:
     """The targets of a configuration file's TEXT (PATH names it in messages)."""
     base_dir = os.path.dirname(os.path.abspath(path))
     if text.lstrip().startswith("{"):
         try:
             doc = json.loads(text)
+        except RecursionError:
+            raise ConfigError(f"{path}: JSON nested deeper than {MAX_JSON_DEPTH}") from None
         except ValueError as e:
             raise ConfigError(f"{path}: not valid JSON: {e}") from None
+        if _json_depth(doc) > MAX_JSON_DEPTH:
+            raise ConfigError(f"{path}: JSON nested deeper than {MAX_JSON_DEPTH}")
         if not isinstance(doc, dict) or set(doc) != {"targets"} or not isinstance(doc["targets"], list):
             raise ConfigError(f'{path}: expected {{"targets": [...]}} and nothing else')
         items: list[Any] = doc["targets"]

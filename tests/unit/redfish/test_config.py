@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from vigil.exporters.redfish.__main__ import main
 from vigil.exporters.redfish.config import ConfigError, load_config, read_credentials
 
 ISSUE_YAML = """\
@@ -188,3 +189,25 @@ def test_shipped_mockups_carry_the_licence_and_match_the_dmtf_originals():
     assert len(copies) > 200
     for f in copies:
         assert f.read_bytes() == (shared / f.relative_to(root)).read_bytes(), f
+
+
+# -- issue 34 (Low): hostile files fail in one line ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"targets": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        '{"targets": [{"name": ' + "[" * 500 + "]" * 500 + ', "url": "https://h"}]}',
+    ],
+    ids=["recursion-bomb", "deep-value"],
+)
+def test_deeply_nested_json_config_fails_in_one_line(tmp_path, capsys, text):
+    """It gave a RecursionError's traceback."""
+    cfg = tmp_path / "r.json"
+    cfg.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_config(str(cfg))
+    assert str(e.value) == f"{cfg}: JSON nested deeper than 8"
+    assert main(["--config", str(cfg), "--check-config"]) == 2
+    assert capsys.readouterr().err == f"FAIL: {cfg}: JSON nested deeper than 8\n"
