@@ -186,10 +186,19 @@ class BasicAuth:
 
 def _read_pem(path: str) -> bytes:
     try:
-        with open(path, "rb") as f:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat refuses it below
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise ServerConfigError(f"{path}: {e.strerror or e}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ServerConfigError(f"{path}: not a regular file")
+        with os.fdopen(os.dup(fd), "rb") as f:
             data = f.read(MAX_PEM_FILE + 1)
     except OSError as e:
         raise ServerConfigError(f"{path}: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
     if len(data) > MAX_PEM_FILE:
         raise ServerConfigError(f"{path}: over {MAX_PEM_FILE} bytes")
     return data

@@ -197,7 +197,8 @@ def read_credentials(path: str) -> Credentials:
     """The one ``user:password`` line of PATH. Refused unless PATH is a regular file (not a symlink)
     owned by this user or root with mode 0600 or 0400 — a secret others can read is no secret."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat refuses it below
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
         if os.path.islink(path):
             raise ConfigError(f"{path}: is a symbolic link; name the file itself") from None
@@ -343,12 +344,22 @@ def parse_config(text: str, path: str) -> list[Target]:
 
 
 def load_config(path: str) -> list[Target]:
-    """The targets in the file at PATH; raises ConfigError (one line) for anything wrong with it."""
+    """The targets in the file at PATH, a regular file; raises ConfigError (one line) for anything
+    wrong with it."""
     try:
-        with open(path, "rb") as f:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat refuses it below
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise ConfigError(f"{path}: {e.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError(f"{path}: not a regular file")
+        with os.fdopen(os.dup(fd), "rb") as f:
             data = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as e:
         raise ConfigError(f"{path}: {e.strerror}") from None
+    finally:
+        os.close(fd)
     if len(data) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes")
     try:

@@ -426,6 +426,31 @@ def test_server_context_names_the_file_at_fault(pki: Pki, tmp_path: Path) -> Non
         assert expected in str(e.value) and "\n" not in str(e.value), (c, k, str(e.value))
 
 
+def test_server_context_refuses_a_fifo_at_once(pki: Pki, tmp_path: Path) -> None:
+    """Opening a FIFO waits for a writer: the exporter's start hung on one given as the certificate
+    or the key."""
+    fifo = tmp_path / "tls.fifo"
+    os.mkfifo(fifo, 0o600)
+    for cert, key in [(fifo, pki.key), (pki.cert, fifo)]:
+        errors: list[BaseException] = []
+
+        def load(cert: Path = cert, key: Path = key, errors: list[BaseException] = errors) -> None:
+            try:
+                server_context(str(cert), str(key))
+            except BaseException as e:
+                errors.append(e)
+
+        t = threading.Thread(target=load, daemon=True)
+        t.start()
+        t.join(2)
+        stuck = t.is_alive()
+        with contextlib.suppress(OSError):  # let a thread stuck on the FIFO (a failed run) go
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        assert not stuck, f"server_context({cert}, {key}) waits on the FIFO"
+        assert len(errors) == 1 and isinstance(errors[0], ServerConfigError), errors
+        assert str(errors[0]) == f"{fifo}: not a regular file"
+
+
 # -- the command lines -----------------------------------------------------------------------------
 
 MAINS = {
