@@ -1,18 +1,29 @@
 """A small threaded HTTP server serving ``/metrics`` (and a short index page) from a render function.
 
-Anyone on the cluster network can connect, so a connection cannot hold the exporter: each read
-waits at most ``timeout`` seconds (a client that opens a connection and sends nothing, or trickles,
-is dropped), and at most ``max_connections`` are served at once (one thread each); a connection
-over the cap is closed at once and logged, and the slots free up as the timeouts pass.
+Anyone on the cluster network can connect, and any local user through the loopback interface, so a
+connection cannot hold the exporter:
+
+1. at most ``max_connections`` are served at once (one thread each), and at most ``max_per_source``
+   from one source (one IPv4 address, one IPv6 /64; the whole loopback network, 127/8 and ::1, is one
+   source, since any local user can pick any address of it): a connection over either cap is closed
+   at once and logged, so a scrape from the monitoring host finds a free slot while one source
+   floods the exporter;
+2. a request's line and headers must be complete within ``header_timeout`` seconds of the accept,
+   TLS handshake included (a later request on the connection: of the end of the answer before it),
+   however the client paces its bytes, and each read waits at most ``timeout``: a client that sends
+   nothing, or trickles, is dropped at that deadline;
+3. before the credentials are checked a request may take at most ``max_header_bytes`` for its line
+   and headers together, and ``max_header_fields`` header lines: over that it is answered ``414`` (a
+   request line that alone is over) or ``431`` and the connection closed, having read no more.
 
 With ``tls`` (an SSLContext from :func:`server_context`) the server speaks HTTPS only. The accept
 loop wraps each connection without a handshake; the handshake happens in the connection's own
-thread, within ``timeout`` seconds in all, so a client that connects and never finishes it (or
-trickles it) holds one of the ``max_connections`` slots until then and stops no one else. A
-handshake that fails (a plain HTTP request, a client that trusts another CA) closes the connection
-with one log line. With ``auth`` (a :class:`BasicAuth`, loaded from a file ``USER:sha256:HEX``)
-every request, whatever its method and path, needs HTTP Basic credentials of that user; one without
-them, or with a malformed Authorization header, is answered ``401`` and the connection closed.
+thread, under the deadline of point 2 (and within ``timeout``), so a client that connects and never
+finishes it (or trickles it) holds one of the slots until then and stops no one else. A handshake
+that fails (a plain HTTP request, a client that trusts another CA) closes the connection with one
+log line. With ``auth`` (a :class:`BasicAuth`, loaded from a file ``USER:sha256:HEX``) every
+request, whatever its method and path, needs HTTP Basic credentials of that user; one without them,
+or with a malformed Authorization header, is answered ``401`` and the connection closed.
 Credentials are never logged.
 """
 
@@ -23,6 +34,8 @@ import base64
 import errno
 import hashlib
 import hmac
+import io
+import ipaddress
 import itertools
 import logging
 import os
@@ -32,8 +45,9 @@ import ssl
 import stat
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
+from typing import Callable, cast
 
 from vigil.exporters._expo import CONTENT_TYPE
 
@@ -47,8 +61,20 @@ class ScrapeError(Exception):
 
 #: connections served at once; Prometheus-style scrapers use one or two each
 MAX_CONNECTIONS = 32
+#: connections served at once from one source (see :func:`source_of`): a monitoring host needs one
+#: or two per exporter; a node's local users have the loopback source and the node's few own
+#: addresses, far from the MAX_CONNECTIONS / MAX_PER_SOURCE = 8 sources it takes to fill the slots
+MAX_PER_SOURCE = 4
 #: seconds a read on a connection may wait for the client (and the whole TLS handshake may take)
 TIMEOUT = 10.0
+#: seconds from the accept to the end of the request's headers, TLS handshake included; a scraper
+#: sends its request at once, in well under a second
+HEADER_TIMEOUT = 5.0
+#: the request line and headers together, read before the credentials are checked: a scraper sends
+#: under 1 KiB, the Authorization header is at most MAX_AUTH_HEADER
+MAX_HEADER_BYTES = 16384
+#: header lines at most (a scraper sends under 10)
+MAX_HEADER_FIELDS = 32
 #: the largest Basic auth file and Authorization header taken
 MAX_AUTH_FILE = 4096
 MAX_AUTH_HEADER = 4096
@@ -160,10 +186,19 @@ class BasicAuth:
 
 def _read_pem(path: str) -> bytes:
     try:
-        with open(path, "rb") as f:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat refuses it below
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise ServerConfigError(f"{path}: {e.strerror or e}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ServerConfigError(f"{path}: not a regular file")
+        with os.fdopen(os.dup(fd), "rb") as f:
             data = f.read(MAX_PEM_FILE + 1)
     except OSError as e:
         raise ServerConfigError(f"{path}: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
     if len(data) > MAX_PEM_FILE:
         raise ServerConfigError(f"{path}: over {MAX_PEM_FILE} bytes")
     return data
@@ -202,6 +237,86 @@ def server_context(cert_file: str, key_file: str) -> ssl.SSLContext:
     return ctx
 
 
+def source_of(host: str) -> str:
+    """The source a connection from HOST (a peer address) counts against for ``max_per_source``:
+    the address itself for IPv4, its /64 for IPv6 (one host's usual share), and ``loopback`` for the
+    whole loopback network (127/8 and ::1), where any local user can pick any address."""
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return host
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped  # a dual-stack listener sees IPv4 peers as ::ffff:a.b.c.d
+    if ip.is_loopback:
+        return "loopback"
+    if isinstance(ip, ipaddress.IPv6Address):
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
+
+
+class _HeadRefused(Exception):
+    """A request line or header block over the budget: answered with STATUS, then closed."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def _read_head(
+    rfile: io.BufferedReader,
+    sock: socket.socket,
+    *,
+    deadline: float,
+    read_timeout: float,
+    max_bytes: int,
+    max_fields: int,
+) -> tuple[bytes, bytes] | None:
+    """The request line and the header block (its blank line included) from RFILE, the buffered
+    reader of SOCK; None when the client closes before the end of them.
+
+    Raises socket.timeout at DEADLINE (a monotonic time) or when a read waits READ_TIMEOUT, whatever
+    the pace of the client's bytes: each read of the socket is held to the time left. Raises
+    _HeadRefused past MAX_BYTES (line and headers together) or MAX_FIELDS header lines, having read
+    no more than MAX_BYTES of the request."""
+    lines: list[bytes] = []
+    line = bytearray()
+    used = 0
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout("request headers not complete in time")
+        sock.settimeout(min(read_timeout, left))
+        data = rfile.peek(1)  # what is buffered, else at most one read of the socket
+        if not data:
+            return None
+        room = max_bytes - used
+        end = data.find(b"\n", 0, room)
+        take = end + 1 if end >= 0 else min(len(data), room)
+        line += rfile.read(take)  # buffered already: no read of the socket
+        used += take
+        if end < 0:
+            if used >= max_bytes:
+                if not lines:
+                    raise _HeadRefused(414, f"request line over {max_bytes} bytes")
+                raise _HeadRefused(431, f"request line and headers over {max_bytes} bytes")
+            continue
+        lines.append(bytes(line))
+        line.clear()
+        if len(lines) == 1:
+            continue  # the request line
+        if lines[-1] in (b"\r\n", b"\n"):
+            return lines[0], b"".join(lines[1:])
+        if len(lines) - 1 > max_fields:
+            raise _HeadRefused(431, f"over {max_fields} header lines")
+
+
+def _every_100th(n: int) -> int:
+    """The level of the Nth log line of a kind a client can cause at will: the first and every 100th
+    at INFO, the others at DEBUG."""
+    return logging.INFO if n == 1 or n % 100 == 0 else logging.DEBUG
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -213,39 +328,59 @@ class _Server(ThreadingHTTPServer):
         handler: type[BaseHTTPRequestHandler],
         max_connections: int,
         *,
+        max_per_source: int = MAX_PER_SOURCE,
+        source_key: Callable[[str], str] = source_of,
         tls: ssl.SSLContext | None = None,
         timeout: float = TIMEOUT,
+        header_timeout: float = HEADER_TIMEOUT,
     ) -> None:
         super().__init__(address, handler)
         self._cap = max_connections
-        self._slots = threading.BoundedSemaphore(max_connections)
+        self._per_source_cap = max_per_source
+        self._source_key = source_key
+        self._lock = threading.Lock()
+        self._active = 0
+        self._by_source: dict[str, int] = {}
         self._refused = 0
         self._tls = tls
-        self._handshake_timeout = timeout
+        self._timeout = timeout
+        self.header_timeout = header_timeout
+        self._deadlines: dict[socket.socket, float] = {}  # a connection's first headers are due by then
         self._failed_handshakes = itertools.count(1)
+        self.header_timeouts = itertools.count(1)
+        self.header_refusals = itertools.count(1)
 
     def get_request(self) -> tuple[socket.socket, tuple[str, int]]:
         sock, addr = self.socket.accept()
         if self._tls is None:
             return sock, addr
-        # no I/O here: the handshake is the connection thread's (finish_request), under its timeout
+        # no I/O here: the handshake is the connection thread's (finish_request), under its deadline
         try:
             return self._tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
         except (OSError, ValueError):
             sock.close()
             raise
 
+    def first_deadline(self, request: socket.socket) -> float:
+        """When the headers of REQUEST's first request are due: HEADER_TIMEOUT after its accept."""
+        return self._deadlines.pop(request, time.monotonic() + self.header_timeout)
+
     def finish_request(self, request: socket.socket, client_address: tuple[str, int]) -> None:  # type: ignore[override]
         if isinstance(request, ssl.SSLSocket):
-            # the timeout bounds the whole handshake, not each read (Python >= 3.5)
-            request.settimeout(self._handshake_timeout)
+            deadline = self._deadlines.get(request, time.monotonic() + self.header_timeout)
             try:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise socket.timeout("the deadline passed before the handshake")
+                # the timeout bounds the whole handshake, not each read (Python >= 3.5)
+                request.settimeout(min(self._timeout, left))
                 request.do_handshake()
             except (OSError, ValueError) as e:  # ssl.SSLError, socket.timeout, a reset: the client's doing
                 n = next(self._failed_handshakes)
-                level = logging.INFO if n == 1 or n % 100 == 0 else logging.DEBUG
                 reason = "timed out" if isinstance(e, socket.timeout) else (getattr(e, "reason", None) or e)
-                log.log(level, "%s: TLS handshake failed: %s (%d so far)", client_address[0], reason, n)
+                log.log(
+                    _every_100th(n), "%s: TLS handshake failed: %s (%d so far)", client_address[0], reason, n
+                )
                 return
         super().finish_request(request, client_address)
 
@@ -257,28 +392,51 @@ class _Server(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
     def process_request(self, request: socket.socket, client_address: tuple[str, int]) -> None:  # type: ignore[override]
-        if not self._slots.acquire(blocking=False):
-            self._refused += 1
-            if self._refused == 1 or self._refused % 100 == 0:
+        accepted = time.monotonic()
+        source = self._source_key(client_address[0])
+        with self._lock:
+            held = self._by_source.get(source, 0)
+            full = self._active >= self._cap
+            if full or held >= self._per_source_cap:
+                self._refused += 1
+                refused = self._refused
+            else:
+                refused = 0
+                self._active += 1
+                self._by_source[source] = held + 1
+        if refused:
+            if refused == 1 or refused % 100 == 0:
                 log.warning(
-                    "%s: refused (%d connections at once is the cap; %d refused so far)",
+                    "%s: refused (%d connections at once%s is the cap; %d refused so far)",
                     client_address[0],
-                    self._cap,
-                    self._refused,
+                    self._cap if full else self._per_source_cap,
+                    "" if full else f" from {source}",
+                    refused,
                 )
             self.shutdown_request(request)
             return
+        self._deadlines[request] = accepted + self.header_timeout
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self._slots.release()
+            self._release(request, source)
             raise
+
+    def _release(self, request: socket.socket, source: str) -> None:
+        self._deadlines.pop(request, None)
+        with self._lock:
+            self._active -= 1
+            left = self._by_source[source] - 1
+            if left:
+                self._by_source[source] = left
+            else:
+                del self._by_source[source]
 
     def process_request_thread(self, request: socket.socket, client_address: tuple[str, int]) -> None:  # type: ignore[override]
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._slots.release()
+            self._release(request, self._source_key(client_address[0]))
 
 
 def make_server(
@@ -287,17 +445,84 @@ def make_server(
     *,
     title: str,
     max_connections: int = MAX_CONNECTIONS,
+    max_per_source: int = MAX_PER_SOURCE,
     timeout: float = TIMEOUT,
+    header_timeout: float = HEADER_TIMEOUT,
+    max_header_bytes: int = MAX_HEADER_BYTES,
+    max_header_fields: int = MAX_HEADER_FIELDS,
     tls: ssl.SSLContext | None = None,
     auth: BasicAuth | None = None,
+    source_key: Callable[[str], str] = source_of,
 ) -> ThreadingHTTPServer:
     """A server on ADDRESS whose ``GET /metrics`` answers ``render()``; not started (call serve_forever).
     With TLS (see :func:`server_context`) it serves HTTPS only; with AUTH every request needs its
-    Basic credentials."""
+    Basic credentials. SOURCE_KEY maps a peer address to the source it counts against for
+    MAX_PER_SOURCE (:func:`source_of`)."""
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "vigil-exporters"
         protocol_version = "HTTP/1.1"
+        first = True  # the connection's first request, whose deadline counts from the accept
+
+        def handle_one_request(self) -> None:
+            # the stdlib's, but with the request line and headers read under a deadline and a budget
+            server = cast(_Server, self.server)
+            if self.first:
+                self.first = False
+                deadline = server.first_deadline(self.connection)
+            else:
+                deadline = time.monotonic() + header_timeout
+            stream = cast(io.BufferedReader, self.rfile)  # makefile("rb") with the default buffer
+            try:
+                head = _read_head(
+                    stream,
+                    self.connection,
+                    deadline=deadline,
+                    read_timeout=timeout,
+                    max_bytes=max_header_bytes,
+                    max_fields=max_header_fields,
+                )
+            except socket.timeout:
+                n = next(server.header_timeouts)
+                log.log(
+                    _every_100th(n),
+                    "%s: request headers not complete within %gs; closed (%d so far)",
+                    self.client_address[0],
+                    header_timeout,
+                    n,
+                )
+                self.close_connection = True
+                return
+            except _HeadRefused as e:
+                n = next(server.header_refusals)
+                log.log(_every_100th(n), "%s: refused: %s (%d so far)", self.client_address[0], e.reason, n)
+                self.requestline = self.request_version = self.command = ""
+                self.close_connection = True
+                self.connection.settimeout(timeout)
+                self.send_error(e.status, explain=e.reason)
+                return
+            if head is None:
+                self.close_connection = True
+                return
+            self.connection.settimeout(timeout)  # the answer's writes
+            self.raw_requestline, block = head
+            self.rfile = io.BytesIO(block)  # parse_request reads the headers from here
+            try:
+                parsed = self.parse_request()
+            finally:
+                self.rfile = stream
+            if not parsed:
+                return
+            method = getattr(self, "do_" + self.command, None)
+            if method is None:
+                self.send_error(501, f"Unsupported method ({self.command!r})")
+                return
+            try:
+                method()
+                self.wfile.flush()
+            except socket.timeout as e:
+                log.debug("%s: answer timed out: %s", self.client_address[0], e)
+                self.close_connection = True
 
         def parse_request(self) -> bool:
             # every method and path: a request without the credentials goes no further than here
@@ -351,7 +576,16 @@ def make_server(
             log.debug("%s %s", self.address_string(), format % args)
 
     Handler.timeout = timeout  # StreamRequestHandler applies it to the connection's socket
-    return _Server(address, Handler, max_connections, tls=tls, timeout=timeout)
+    return _Server(
+        address,
+        Handler,
+        max_connections,
+        max_per_source=max_per_source,
+        source_key=source_key,
+        tls=tls,
+        timeout=timeout,
+        header_timeout=header_timeout,
+    )
 
 
 def add_server_arguments(ap: argparse.ArgumentParser) -> None:

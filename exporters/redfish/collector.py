@@ -4,8 +4,10 @@ Each target is read by one worker: the resource tree is walked when the target i
 ``rewalk_interval`` seconds after that, and again after a resource of it disappears; between walks a
 scrape fetches only the resources that carry readings (a collection in one request when the BMC
 can ``$expand``). The scrape waits for each target until that target's deadline and no longer: a
-dead, slow or hostile BMC gives ``redfish_up{target} 0`` and a log line when its state changes,
-while the other targets' samples come as usual.
+dead, slow or hostile BMC gives ``redfish_up{target} 0``, one more ``redfish_scrape_errors_total``
+and a log line when its state changes, while the other targets' samples come as usual. So does a
+target whose samples could not be rendered (a label value that is not valid UTF-8): its samples are
+checked on their own, before they join the others'.
 """
 
 from __future__ import annotations
@@ -31,6 +33,19 @@ DEFAULT_WORKERS = 64
 DEFAULT_REWALK = 3600.0
 
 
+def _not_utf8(got: list[Sample]) -> str | None:
+    """Why GOT, one target's samples, cannot join the exposition text (a label value that UTF-8
+    cannot encode would fail the whole answer), or None."""
+    for metric, labels, _ in got:
+        for name, text in labels:
+            if not text.isascii():
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError:
+                    return f"{metric}: the {name} label is not valid UTF-8"
+    return None
+
+
 class _State:
     def __init__(self, target: Target, client: Client) -> None:
         self.target = target
@@ -40,6 +55,8 @@ class _State:
         self.walked_unix = 0.0
         self.busy = threading.Lock()
         self.up: bool | None = None
+        self.errors = 0  # failed scrapes
+        self.refused = 0  # readings refused
 
 
 class RedfishCollector:
@@ -99,7 +116,11 @@ class RedfishCollector:
                 readings = fetch_readings(st.client, plan)
                 if readings.stale:
                     st.plan = None  # a resource is gone: walk again at the next scrape
-                got = samples(st.target.name, st.target.origin, plan, readings)
+                got, refused = samples(st.target.name, st.target.origin, plan, readings)
+                st.refused += refused
+                bad = _not_utf8(got)
+                if bad is not None:
+                    return [], bad, self._clock() - start
                 return got, None, self._clock() - start
             except FetchError as e:
                 return [], str(e), self._clock() - start
@@ -137,8 +158,11 @@ class RedfishCollector:
                 elif error is not None:
                     log.debug("%s: still down: %s", st.target.name, error)
                 st.up = up
+                st.errors += not up
                 fams["redfish_up"].add(labels, 1 if up else 0)
                 fams["redfish_scrape_duration_seconds"].add(labels, round(seconds, 6))
+                fams["redfish_scrape_errors_total"].add(labels, st.errors)
+                fams["redfish_readings_refused_total"].add(labels, st.refused)
                 if st.walked_unix:
                     fams["redfish_walk_timestamp_seconds"].add(labels, round(st.walked_unix, 3))
                 for metric, lbls, value in got:

@@ -30,6 +30,8 @@ DEFAULT_TIMEOUT = 10.0
 #: a credentials file is one short line; anything bigger is not one
 MAX_CREDENTIALS_BYTES = 4096
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
+#: JSON nesting at most: the shape is {"targets": [{...}]}, 3 deep
+MAX_JSON_DEPTH = 8
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -195,7 +197,8 @@ def read_credentials(path: str) -> Credentials:
     """The one ``user:password`` line of PATH. Refused unless PATH is a regular file (not a symlink)
     owned by this user or root with mode 0600 or 0400 — a secret others can read is no secret."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat refuses it below
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
         if os.path.islink(path):
             raise ConfigError(f"{path}: is a symbolic link; name the file itself") from None
@@ -295,14 +298,30 @@ def _target(raw: dict[str, object], where: str, base_dir: str) -> Target:
     )
 
 
+def _json_depth(doc: object) -> int:
+    """The nesting depth of a parsed JSON value, measured without recursion."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            deepest = max(deepest, depth)
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return deepest
+
+
 def parse_config(text: str, path: str) -> list[Target]:
     """The targets of a configuration file's TEXT (PATH names it in messages)."""
     base_dir = os.path.dirname(os.path.abspath(path))
     if text.lstrip().startswith("{"):
         try:
             doc = json.loads(text)
+        except RecursionError:
+            raise ConfigError(f"{path}: JSON nested deeper than {MAX_JSON_DEPTH}") from None
         except ValueError as e:
             raise ConfigError(f"{path}: not valid JSON: {e}") from None
+        if _json_depth(doc) > MAX_JSON_DEPTH:
+            raise ConfigError(f"{path}: JSON nested deeper than {MAX_JSON_DEPTH}")
         if not isinstance(doc, dict) or set(doc) != {"targets"} or not isinstance(doc["targets"], list):
             raise ConfigError(f'{path}: expected {{"targets": [...]}} and nothing else')
         items: list[Any] = doc["targets"]
@@ -325,12 +344,22 @@ def parse_config(text: str, path: str) -> list[Target]:
 
 
 def load_config(path: str) -> list[Target]:
-    """The targets in the file at PATH; raises ConfigError (one line) for anything wrong with it."""
+    """The targets in the file at PATH, a regular file; raises ConfigError (one line) for anything
+    wrong with it."""
     try:
-        with open(path, "rb") as f:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat refuses it below
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise ConfigError(f"{path}: {e.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError(f"{path}: not a regular file")
+        with os.fdopen(os.dup(fd), "rb") as f:
             data = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as e:
         raise ConfigError(f"{path}: {e.strerror}") from None
+    finally:
+        os.close(fd)
     if len(data) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes")
     try:

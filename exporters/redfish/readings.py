@@ -14,12 +14,17 @@ mockups disagree with themselves: 374 W in Sensors/TotalPower, 344 W in the depr
    Power sensor whose PhysicalContext is ``Chassis``, else the deprecated PowerControl[0]; never a guess
    among several. Likewise the chassis energy.
 
-A reading of ``null`` (or absent, or not a finite number) gives no sample, never 0.
+A reading of ``null`` (or absent, or not a finite number) gives no sample, never 0; nor does one that
+its conversion makes infinite (1e308 kWh in joules), which is counted as refused.
+
+A string of the BMC's becomes a label value here (:func:`label_value`): JSON may carry a lone surrogate
+(``"\\ud800"``), which no UTF-8 text can hold; it becomes U+FFFD.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -33,6 +38,15 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "redfish_walk_timestamp_seconds": (
         "gauge",
         "When the target's resource tree was last walked (Unix time).",
+    ),
+    "redfish_scrape_errors_total": (
+        "counter",
+        "Scrapes of the target that failed (redfish_up 0) since the exporter started.",
+    ),
+    "redfish_readings_refused_total": (
+        "counter",
+        "Readings of the target refused since the exporter started: numbers that the conversion to "
+        "the exported unit makes infinite.",
     ),
     "redfish_chassis_health": ("gauge", "Chassis Status.Health as a state set (1 for the current state)."),
     "redfish_chassis_power_watts": (
@@ -142,6 +156,16 @@ def number(value: object) -> float | None:
     return f if math.isfinite(f) else None
 
 
+#: the code points a Python string may hold that UTF-8 cannot: surrogates (JSON's "\ud800" escapes;
+#: a valid pair of escapes is decoded into one character and never shows here)
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def label_value(text: str) -> str:
+    """TEXT, a string of the BMC's, as a label value: valid UTF-8 always, each lone surrogate U+FFFD."""
+    return text if text.isascii() else _SURROGATES.sub("\ufffd", text)
+
+
 def _str(value: object) -> str:
     return value[:128] if isinstance(value, str) else ""
 
@@ -152,6 +176,7 @@ class _Out:
     def __init__(self, target: str) -> None:
         self.target = target
         self.samples: list[Sample] = []
+        self.refused = 0
         self._seen: set[tuple[str, Labels]] = set()
 
     def add(
@@ -159,12 +184,16 @@ class _Out:
     ) -> None:
         if value is None:
             return
-        full: Labels = (("target", self.target), *labels)
+        scaled = value * scale
+        if not math.isfinite(scaled):  # 1e308 kWh is a number, 3.6e6 times it is not
+            self.refused += 1
+            return
+        full: Labels = (("target", self.target), *((k, label_value(v)) for k, v in labels))
         key = tuple(kv for kv in full if kv[0] != "context")  # context describes, it does not identify
         if (metric, key) in self._seen:
             return
         self._seen.add((metric, key))
-        self.samples.append((metric, full, value * scale))
+        self.samples.append((metric, full, scaled))
 
     def health(self, metric: str, labels: Labels, doc: object) -> None:
         status = doc.get("Status") if isinstance(doc, dict) else None
@@ -392,12 +421,15 @@ def _pdu(out: _Out, p: PduPlan, r: Readings, res: _Resolver) -> None:
             out.add("redfish_pdu_circuit_voltage_volts", labels, res.value(cdoc.get("Voltage")))
 
 
-def samples(target: str, origin: tuple[str, str, int], plan: Plan, readings: Readings) -> list[Sample]:
-    """The samples of one target's scrape (without redfish_up and the duration)."""
+def samples(
+    target: str, origin: tuple[str, str, int], plan: Plan, readings: Readings
+) -> tuple[list[Sample], int]:
+    """The samples of one target's scrape (without redfish_up and the duration), and the number of
+    readings refused (infinite once converted)."""
     out = _Out(target)
     res = _Resolver(origin, plan, readings)
     for c in plan.chassis:
         _chassis(out, c, readings, res)
     for p in plan.pdus:
         _pdu(out, p, readings, res)
-    return out.samples
+    return out.samples, out.refused

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import datetime
 import hashlib
 import http.client
-import ipaddress
 import os
 import socket
 import ssl
@@ -19,112 +17,31 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
+from tests.unit.exporters.tls_helpers import (
+    PASSWORD,
+    USER,
+    Pki,
+    basic,
+    client_context,
+    make_pki,
+    new_key,
+    write_key,
+)
 from vigil.exporters._http import BasicAuth, ServerConfigError, make_server, server_context
 from vigil.exporters.gpusim.__main__ import main as gpusim_main
 from vigil.exporters.redfish.__main__ import main as redfish_main
 from vigil.exporters.slurm.__main__ import main as slurm_main
 
-USER = "prometheus"
-PASSWORD = "Zq8cV1mT4rX0pL7nB2kW9sD3fG6hJ5aY8eR1uI0o"  # 40 alphanumerics, as generated
 BODY = "up 1\n"
-
-
-@dataclass
-class Pki:
-    ca: Path
-    other_ca: Path
-    cert: Path
-    key: Path
-    other_key: Path
-
-
-def _key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def _write_key(path: Path, key: ec.EllipticCurvePrivateKey, password: bytes | None = None) -> None:
-    enc = serialization.BestAvailableEncryption(password) if password else serialization.NoEncryption()
-    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc))
-
-
-def _ca(name: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    key = _key()
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return cert, key
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    d = tmp_path_factory.mktemp("pki")
-    ca, ca_key = _ca("vigil test CA")
-    other_ca, _ = _ca("another CA")
-    key = _key()
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
-        .issuer_name(ca.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False
-        )
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    pki = Pki(d / "ca.pem", d / "other-ca.pem", d / "server.pem", d / "server.key", d / "other.key")
-    pki.ca.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    pki.other_ca.write_bytes(other_ca.public_bytes(serialization.Encoding.PEM))
-    pki.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    _write_key(pki.key, key)
-    _write_key(pki.other_key, _key())
-    return pki
-
-
-def client_context(ca: Path) -> ssl.SSLContext:
-    return ssl.create_default_context(cafile=str(ca))
+    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 Serve = Callable[..., tuple[str, int]]
@@ -149,10 +66,6 @@ def serve(pki: Pki) -> Iterator[Serve]:
     for srv in servers:
         srv.shutdown()
         srv.server_close()
-
-
-def basic(user: str, password: str) -> str:
-    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
 def get(
@@ -496,7 +409,7 @@ def test_server_context_names_the_file_at_fault(pki: Pki, tmp_path: Path) -> Non
     bad_key = tmp_path / "bad.key"
     bad_key.write_text("-----BEGIN PRIVATE KEY-----\nnot base64\n-----END PRIVATE KEY-----\n")
     encrypted = tmp_path / "encrypted.key"
-    _write_key(encrypted, ec.generate_private_key(ec.SECP256R1()), b"passphrase")
+    write_key(encrypted, new_key(), b"passphrase")
     cert, key = str(pki.cert), str(pki.key)
     cases = [
         (str(tmp_path / "missing.pem"), key, "missing.pem: No such file"),
@@ -511,6 +424,31 @@ def test_server_context_names_the_file_at_fault(pki: Pki, tmp_path: Path) -> Non
         with pytest.raises(ServerConfigError) as e:
             server_context(c, k)
         assert expected in str(e.value) and "\n" not in str(e.value), (c, k, str(e.value))
+
+
+def test_server_context_refuses_a_fifo_at_once(pki: Pki, tmp_path: Path) -> None:
+    """Opening a FIFO waits for a writer: the exporter's start hung on one given as the certificate
+    or the key."""
+    fifo = tmp_path / "tls.fifo"
+    os.mkfifo(fifo, 0o600)
+    for cert, key in [(fifo, pki.key), (pki.cert, fifo)]:
+        errors: list[BaseException] = []
+
+        def load(cert: Path = cert, key: Path = key, errors: list[BaseException] = errors) -> None:
+            try:
+                server_context(str(cert), str(key))
+            except BaseException as e:
+                errors.append(e)
+
+        t = threading.Thread(target=load, daemon=True)
+        t.start()
+        t.join(2)
+        stuck = t.is_alive()
+        with contextlib.suppress(OSError):  # let a thread stuck on the FIFO (a failed run) go
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        assert not stuck, f"server_context({cert}, {key}) waits on the FIFO"
+        assert len(errors) == 1 and isinstance(errors[0], ServerConfigError), errors
+        assert str(errors[0]) == f"{fifo}: not a regular file"
 
 
 # -- the command lines -----------------------------------------------------------------------------

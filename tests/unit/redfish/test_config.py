@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+import threading
+from pathlib import Path
 
 import pytest
 
+from vigil.exporters.redfish.__main__ import main
 from vigil.exporters.redfish.config import ConfigError, load_config, read_credentials
 
 ISSUE_YAML = """\
@@ -188,3 +192,60 @@ def test_shipped_mockups_carry_the_licence_and_match_the_dmtf_originals():
     assert len(copies) > 200
     for f in copies:
         assert f.read_bytes() == (shared / f.relative_to(root)).read_bytes(), f
+
+
+# -- issue 34 (Low): hostile files fail in one line, at once ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"targets": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        '{"targets": [{"name": ' + "[" * 500 + "]" * 500 + ', "url": "https://h"}]}',
+    ],
+    ids=["recursion-bomb", "deep-value"],
+)
+def test_deeply_nested_json_config_fails_in_one_line(tmp_path, capsys, text):
+    """It gave a RecursionError's traceback."""
+    cfg = tmp_path / "r.json"
+    cfg.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_config(str(cfg))
+    assert str(e.value) == f"{cfg}: JSON nested deeper than 8"
+    assert main(["--config", str(cfg), "--check-config"]) == 2
+    assert capsys.readouterr().err == f"FAIL: {cfg}: JSON nested deeper than 8\n"
+
+
+def _load_within(path: Path, seconds: float) -> BaseException | None:
+    """What load_config(PATH) raises, failing the test if it is still waiting after SECONDS."""
+    raised: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            load_config(str(path))
+        except BaseException as e:
+            raised.append(e)
+
+    t = threading.Thread(target=load, daemon=True)
+    t.start()
+    t.join(seconds)
+    stuck = t.is_alive()
+    for fifo in path.parent.glob("*.fifo"):  # let a thread stuck opening a FIFO go (a failed run)
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    assert not stuck, f"load_config({path}) waits on a FIFO"
+    return raised[0] if raised else None
+
+
+def test_a_fifo_as_credentials_file_or_config_is_refused_at_once(tmp_path):
+    """Opening a FIFO waits for a writer: the exporter's start hung."""
+    fifo = tmp_path / "bmc.fifo"
+    os.mkfifo(fifo, 0o600)
+    cfg = tmp_path / "r.yml"
+    cfg.write_text(f"targets:\n  - name: a\n    url: https://h\n    credentials_file: {fifo}\n")
+    e = _load_within(cfg, 2)
+    assert isinstance(e, ConfigError) and str(e) == f"{fifo}: not a regular file", e
+    config_fifo = tmp_path / "config.fifo"
+    os.mkfifo(config_fifo, 0o600)
+    e = _load_within(config_fifo, 2)
+    assert isinstance(e, ConfigError) and str(e) == f"{config_fifo}: not a regular file", e

@@ -64,11 +64,10 @@ def test_dead_and_hung_targets_leave_the_others_intact_within_the_timeout(
     assert value(s, "redfish_chassis_power_watts", target="good") == 374
     assert value(s, "redfish_up", target="dead") == 0
     assert value(s, "redfish_up", target="hung") == 0
-    assert not [
-        k
-        for k in s
-        if ("target", "hung") in k[1] and k[0] not in ("redfish_up", "redfish_scrape_duration_seconds")
-    ]
+    assert value(s, "redfish_scrape_errors_total", target="hung") == 1
+    own = ("redfish_up", "redfish_scrape_duration_seconds", "redfish_scrape_errors_total")
+    own += ("redfish_readings_refused_total",)
+    assert not [k for k in s if ("target", "hung") in k[1] and k[0] not in own]
     # again: the hung worker was freed at its deadline, so the next scrape is no slower
     t0 = time.monotonic()
     s = parse(c.scrape())
@@ -263,3 +262,129 @@ def test_hostile_sensor_values_give_no_sample(tmp_path, make_bmc, make_collector
     s = parse(make_collector({"h": make_bmc(str(mock), static=True).url}).scrape())
     temps = {dict(k[1])["sensor"]: v for k, v in s.items() if k[0] == "redfish_temperature_celsius"}
     assert temps == {"f": 41.5}
+
+
+# -- issue 34: one BMC's strings or numbers must not break the others' ---------------------------------
+
+
+def _sensor(mock: Path, sid: str, doc: dict) -> dict:
+    """A member of Chassis/1's Sensors collection, written at Sensors/SID."""
+    uri = f"/redfish/v1/Chassis/1/Sensors/{sid}"
+    (mock / f"Chassis/1/Sensors/{sid}").mkdir(parents=True)
+    (mock / f"Chassis/1/Sensors/{sid}/index.json").write_text(json.dumps({"@odata.id": uri, **doc}))
+    return {"@odata.id": uri}
+
+
+def _lone_surrogate_bmc(tmp_path: Path) -> Path:
+    """A chassis whose Id is a lone surrogate, with a sensor whose Id ends in one: JSON's
+    ``"\\ud800"`` escape is valid JSON, but no UTF-8 text can hold what it decodes to."""
+    mock = _hostile_mockup(
+        tmp_path, {"Id": "\ud800", "Sensors": {"@odata.id": "/redfish/v1/Chassis/1/Sensors"}}
+    )
+    members = [
+        _sensor(mock, "T", {"Id": "T\udfff", "ReadingType": "Temperature", "Reading": 30}),
+        _sensor(mock, "P", {"Id": "P", "Name": "\udc80", "ReadingType": "Power", "Reading": 250}),
+    ]
+    (mock / "Chassis/1/Sensors/index.json").write_text(json.dumps({"Members": members}))
+    assert "\\ud800" in (mock / "Chassis/1/index.json").read_text()
+    return mock
+
+
+def _metrics_over_http(collector) -> tuple[int, str]:
+    """The exporter's /metrics answer for COLLECTOR, through its own HTTP server on loopback."""
+    import urllib.error
+    import urllib.request
+
+    from vigil.exporters._http import make_server
+    from vigil.exporters.redfish.bmcsim.sim import serve_in_thread
+
+    srv = make_server(("127.0.0.1", 0), collector.scrape, title="t")
+    serve_in_thread(srv)
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}/metrics"
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        try:
+            with opener.open(url, timeout=10) as resp:
+                return resp.status, resp.read().decode("utf-8")  # strict: the answer is UTF-8
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode("utf-8", "replace")
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_a_lone_surrogate_in_one_bmc_is_replaced_and_every_target_served(tmp_path, make_bmc, make_collector):
+    """It made the whole /metrics a 500, every BMC's series gone, until the next walk an hour later."""
+    bad = make_bmc(str(_lone_surrogate_bmc(tmp_path)), static=True)
+    good = make_bmc("rackmount1", static=True)
+    c = make_collector({"bad": bad.url, "good": good.url})
+    for _ in range(2):
+        status, text = _metrics_over_http(c)
+        assert status == 200, text
+        s = parse(text)
+        assert value(s, "redfish_up", target="good") == 1
+        assert value(s, "redfish_chassis_power_watts", target="good") == 374
+        assert value(s, "redfish_up", target="bad") == 1
+        assert value(s, "redfish_chassis_health", target="bad", chassis="\ufffd", state="OK") == 1
+        assert value(s, "redfish_temperature_celsius", target="bad", chassis="\ufffd", sensor="T\ufffd") == 30
+        assert value(s, "redfish_power_watts", target="bad", chassis="\ufffd", sensor="P") == 250
+        assert value(s, "redfish_scrape_errors_total", target="bad") == 0
+
+
+def test_a_target_whose_series_cannot_be_rendered_is_down_alone(
+    tmp_path, make_bmc, make_collector, monkeypatch, caplog
+):
+    """Should a BMC's string still reach a label unrepaired (the repair taken out here), that target
+    is down and counted, and the answer carries everyone else's series."""
+    from vigil.exporters.redfish import readings
+
+    monkeypatch.setattr(readings, "label_value", lambda text: text)
+    bad = make_bmc(str(_lone_surrogate_bmc(tmp_path)), static=True)
+    good = make_bmc("pdu", static=True)
+    c = make_collector({"bad": bad.url, "good": good.url})
+    for scrapes in (1, 2):
+        status, text = _metrics_over_http(c)
+        assert status == 200, text
+        s = parse(text)
+        assert value(s, "redfish_up", target="bad") == 0
+        assert value(s, "redfish_scrape_errors_total", target="bad") == scrapes
+        assert [
+            k for k in s if ("target", "bad") in k[1] and k[0].startswith(("redfish_chassis", "redfish_temp"))
+        ] == []
+        assert value(s, "redfish_up", target="good") == 1
+        assert value(s, "redfish_scrape_errors_total", target="good") == 0
+        assert value(s, "redfish_pdu_power_watts", target="good") is not None
+    assert "bad: down: " in caplog.text and "not valid UTF-8" in caplog.text
+
+
+def test_an_energy_reading_that_overflows_its_conversion_is_refused_and_counted(
+    tmp_path, make_bmc, make_collector
+):
+    """1e308 kWh is a finite JSON number, but 3.6e6 times it is not: it was exported as +Inf."""
+    mock = _hostile_mockup(
+        tmp_path,
+        {
+            "EnvironmentMetrics": {"@odata.id": "/redfish/v1/Chassis/1/Env"},
+            "Sensors": {"@odata.id": "/redfish/v1/Chassis/1/Sensors"},
+        },
+    )
+    (mock / "Chassis/1/Env").mkdir()
+    (mock / "Chassis/1/Env/index.json").write_text(
+        json.dumps({"PowerWatts": {"Reading": 300}, "EnergykWh": {"Reading": 1e308}})
+    )
+    members = [
+        _sensor(mock, "E", {"Id": "E", "ReadingType": "EnergykWh", "Reading": 1e308}),
+        _sensor(mock, "E2", {"Id": "E2", "ReadingType": "EnergykWh", "Reading": 2.5}),
+    ]
+    (mock / "Chassis/1/Sensors/index.json").write_text(json.dumps({"Members": members}))
+    c = make_collector({"h": make_bmc(str(mock), static=True).url})
+    for scrapes in (1, 2):
+        text = c.scrape()
+        assert "Inf" not in text
+        s = parse(text)
+        assert value(s, "redfish_up", target="h") == 1
+        assert value(s, "redfish_chassis_power_watts", target="h") == 300
+        assert value(s, "redfish_chassis_energy_joules_total", target="h") is None
+        assert value(s, "redfish_energy_joules_total", target="h", sensor="E") is None
+        assert value(s, "redfish_energy_joules_total", target="h", sensor="E2") == 2.5 * 3.6e6
+        assert value(s, "redfish_readings_refused_total", target="h") == 2 * scrapes
