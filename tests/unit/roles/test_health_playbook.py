@@ -297,7 +297,9 @@ def test_an_exporter_down_fails_the_host_it_runs_on_named_as_in_its_facts(
     assert host == "gpu01"
     assert msg.startswith("prometheus-node-exporter: down: up == 0 at "), msg
     assert msg.endswith("on gpu01 (as mon01 sees it)"), msg
-    # not scraped since the step began: the last sample is older
+    # not scraped since the step began: the last sample is older (a step that began just now: the
+    # sample is 30 s before the query, which a slow first run could have put after the first `since`)
+    since = time.time() - 5
     healthy(state, since)
     state.targets["gpu01"]["node_exporter"] = (-30, "1")
     host, msg = one_failure(health(tmp_path / "b", port, since))
