@@ -38,6 +38,13 @@ class DeployError(VigilError):
     """A deploy could not start or did not finish cleanly."""
 
 
+class UnsafeValue(DeployError):
+    """A value from a host, a service or a bundle that does not have the strict shape it needs to go
+    anywhere near Ansible's templating on the admin host; refused before any change."""
+
+    outcome = "refused"
+
+
 @dataclass(frozen=True)
 class StoredBundle:
     version: int
