@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -33,9 +34,23 @@ from vigil.bundle.trust import TrustRoot
 
 CHUNK = 1 << 20
 
+#: what the bundle's words that become extra vars may hold. Extra vars are rendered as templates on
+#: the admin host, so even signed text gets a strict shape there: no brace, no space, no quote
+#: (docs/security.md, "Data read back from hosts").
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+_VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+:~-]*")
+_PATH = re.compile(r"[A-Za-z0-9._+:~@%=,-]+(/[A-Za-z0-9._+:~@%=,-]+)*")
+
 
 class DeployError(VigilError):
     """A deploy could not start or did not finish cleanly."""
+
+
+class UnsafeValue(DeployError):
+    """A value from a host, a service or a bundle that does not have the strict shape it needs to go
+    anywhere near Ansible's templating on the admin host; refused before any change."""
+
+    outcome = "refused"
 
 
 @dataclass(frozen=True)
@@ -142,11 +157,15 @@ def artifact_vars(bundle: StoredBundle) -> dict[str, Any]:
     so roles do not care which channel (and so which component name) brought it.
     """
     artifacts: dict[str, dict[str, str]] = {}
+    _shaped(bundle, "channel", bundle.manifest.channel, _NAME)
     for entry in bundle.manifest.files:
         parts = entry.path.split("/", 2)
         if len(parts) != 3 or parts[0] != "components":
             continue
         key = parts[2]
+        _shaped(bundle, "path", entry.path, _PATH)
+        _shaped(bundle, f"component of {key}", entry.component, _NAME)
+        _shaped(bundle, f"version of {key}", entry.version, _VERSION)
         if key in artifacts and artifacts[key]["component"] != entry.component:
             raise DeployError(
                 f"bundle {bundle.version}",
@@ -166,6 +185,17 @@ def artifact_vars(bundle: StoredBundle) -> dict[str, Any]:
         "vigil_bundle_manifest_sha256": bundle.manifest_sha256,
         "vigil_artifacts": artifacts,
     }
+
+
+def _shaped(bundle: StoredBundle, what: str, value: str, pattern: re.Pattern[str]) -> None:
+    """Refuse a word of the manifest that does not have the shape an extra var may carry."""
+    if not pattern.fullmatch(value):
+        shown = json.dumps(value)
+        raise UnsafeValue(
+            f"bundle {bundle.version}",
+            f"{what} {shown[:80]}{'...' if len(shown) > 80 else ''} is not a plain name (letters, "
+            "digits, . _ + - : ~; no brace, quote or space): Ansible would read it as a template; refused",
+        )
 
 
 def write_json(path: Path, data: Any) -> None:

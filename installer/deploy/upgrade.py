@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -38,7 +39,13 @@ from typing import Any
 
 from vigil.bundle.store import BundleStore
 from vigil.bundle.trust import TrustRoot
-from vigil.installer.deploy.artifacts import DeployError, StoredBundle, artifact_vars, open_stored
+from vigil.installer.deploy.artifacts import (
+    DeployError,
+    StoredBundle,
+    UnsafeValue,
+    artifact_vars,
+    open_stored,
+)
 from vigil.installer.deploy.inventory import Inventory, load_inventory
 from vigil.installer.deploy.runner import RunResult, new_run_id, ping_hosts, start_playbook
 from vigil.installer.deploy.site import (
@@ -55,6 +62,10 @@ from vigil.installer.deploy.tls import host_certificates
 BEFORE_MARGIN = 30
 #: where each component's versions live on a host (/opt/vigil/<component>/<version>/, current)
 COMPONENTS_DIR = "/opt/vigil/"
+#: a silence id as Alertmanager makes one (a random UUID, lower case): the only form the baseline may
+#: hold, since it comes from the monitoring host (the same pattern is the alertmanager role's
+#: `_alertmanager_silence_id`)
+SILENCE_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 class UpgradeFailed(DeployError):
@@ -199,6 +210,33 @@ def store_downgrade_refusal(old: str, new: str) -> str | None:
     )
 
 
+def read_baseline(path: Path) -> list[str]:
+    """The ids of the silences in force before the upgrade, from the baseline ``playbooks/health.yml``
+    wrote (``{"silences": [...], "rule_groups": [...]}``); raises when one is not a UUID.
+
+    The ids come from the monitoring host's Alertmanager, whose silence store its service user
+    owns, so they are checked here before any change. They never go into a run's extra vars, which
+    ansible-core renders as templates on the admin host (``{{ lookup('pipe', ...) }}`` would run
+    there as the admin): each health check reads this file as data (docs/security.md).
+    """
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DeployError(str(path), f"unreadable: {exc}") from None
+    silences = doc.get("silences") if isinstance(doc, dict) else None
+    if not isinstance(silences, list):
+        raise DeployError(str(path), "holds no list of silences; nothing was changed")
+    for sid in silences:
+        if not isinstance(sid, str) or not SILENCE_ID.fullmatch(sid):
+            shown = json.dumps(sid)
+            raise UnsafeValue(
+                f"silence id {shown[:80]}{'...' if len(shown) > 80 else ''}",
+                f"in {path} (read from Alertmanager before the upgrade) is not a UUID, the only form "
+                "Alertmanager makes; refused, nothing was changed",
+            )
+    return list(silences)
+
+
 @dataclass
 class Outcome:
     """What an upgrade or rollback did, for the front end and the audit record."""
@@ -296,7 +334,7 @@ class Rollout:
         for host, why in sorted(certs.issued.items()):
             self.say(f"certificate of {host} issued: {why}")
         before = int(time.time()) - BEFORE_MARGIN
-        baseline = self._baseline(inv, target)
+        self._baseline(inv, target)  # checked here; each health check reads it from its file
         last_change = before
         for step in rollout(inv, self.serial):
             if step.phase == "store" and self.keep_store:
@@ -319,13 +357,13 @@ class Rollout:
             result = self._site(target, todo, step)
             failure = _first_failure(result)
             if failure is None:
-                failure = self._health(inv, target, todo, since, before, baseline)
+                failure = self._health(inv, target, todo, since, before)
             out.steps_run.append({"phase": step.phase, "hosts": todo, "ok": failure is None})
             if failure is not None:
-                self._switch_back(store, inv, statuses, step, todo, before, baseline, failure, out)
+                self._switch_back(store, inv, statuses, step, todo, before, failure, out)
             last_change = since
             statuses.update(self.status(inv, target, hosts=todo))
-        final = self._health(inv, target, inv.hosts, last_change, before, baseline)
+        final = self._health(inv, target, inv.hosts, last_change, before)
         if final is not None:
             host, component, reason = final
             raise UpgradeFailed(
@@ -484,8 +522,10 @@ class Rollout:
             raise DeployError(f"host {failure[0]}", f"status: {failure[2]}")
         return read_status_dir(out, hosts or inv.hosts)
 
-    def _baseline(self, inv: Inventory, bundle: StoredBundle) -> dict[str, Any]:
-        out = self.run_dir / "baseline"
+    def _baseline(self, inv: Inventory, bundle: StoredBundle) -> list[str]:
+        """The silences in force before the upgrade, written by the monitoring hosts' run into the
+        baseline directory, which every health check reads them from (:func:`read_baseline`)."""
+        out = self.baseline_dir
         out.mkdir(mode=0o700, exist_ok=True)
         result = self._play(
             bundle,
@@ -498,11 +538,13 @@ class Rollout:
         failure = _first_failure(result)
         if failure is not None:
             raise DeployError(f"host {failure[0]}", f"before the upgrade: {failure[1]}: {failure[2]}")
-        try:
-            doc = json.loads((out / "baseline.json").read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise DeployError(str(out / "baseline.json"), f"unreadable: {exc}") from None
-        return doc if isinstance(doc, dict) else {}
+        return read_baseline(out / "baseline.json")
+
+    @property
+    def baseline_dir(self) -> Path:
+        """Where the baseline taken before the first step is kept (baseline.json), in the run's
+        directory."""
+        return self.run_dir / "baseline"
 
     def _site(self, bundle: StoredBundle, hosts: list[str], step: Step) -> RunResult:
         return self._play(
@@ -522,7 +564,6 @@ class Rollout:
         hosts: list[str],
         since: int,
         before: int,
-        baseline: dict[str, Any],
     ) -> tuple[str, str, str] | None:
         limit = sorted(set(hosts) | set(inv.groups["monitoring"]))
         result = self._play(
@@ -535,9 +576,9 @@ class Rollout:
                 "vigil_health_mode": "check",
                 "vigil_health_since": since,
                 "vigil_health_before": before,
-                "vigil_health_silences": list(baseline.get("silences") or []),
                 "vigil_health_hosts": sorted(hosts),
-                "vigil_status_dir": str(self.run_dir / "baseline"),
+                # the silences to keep are in baseline.json there, read by the play as data
+                "vigil_status_dir": str(self.baseline_dir),
             },
         )
         return _first_failure(result)
@@ -550,7 +591,6 @@ class Rollout:
         step: Step,
         hosts: list[str],
         before: int,
-        baseline: dict[str, Any],
         failure: tuple[str, str, str],
         out: Outcome,
     ) -> None:
@@ -573,7 +613,7 @@ class Rollout:
                 continue
             since = int(time.time())
             res = self._site(bundle, group, step)
-            again = _first_failure(res) or self._health(inv, bundle, group, since, before, baseline)
+            again = _first_failure(res) or self._health(inv, bundle, group, since, before)
             back.append(
                 f"{','.join(group)} back on bundle {old}"
                 + (" and healthy" if again is None else f", still unhealthy: {again[1]}: {again[2]}")

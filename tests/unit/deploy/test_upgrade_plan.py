@@ -29,6 +29,7 @@ from vigil.installer.deploy.upgrade import (
     _numeric,
     plan_changes,
     plan_lines,
+    read_baseline,
     rollout,
     store_downgrade_refusal,
 )
@@ -532,3 +533,120 @@ def test_plan_lines_name_each_hosts_files() -> None:
         "  gpu01: restarts vigil-node-exporter",
         "  gpu01: changes /etc/a, /etc/b",
     ]
+
+
+#: a silence id as Alertmanager makes one, and one that is a template: a command run on the admin host
+#: if Ansible ever rendered it (the silence store belongs to Alertmanager's user on the monitoring host)
+SILENCE = "0b5c4f0e-3d7a-4d8e-9a51-6f1e2c3b4a01"
+HOSTILE_SILENCE = "{{ lookup('ansible.builtin.pipe', 'touch /tmp/vigil-silence-ran') }}"
+
+
+def _baseline_error(path: Path, bad: object) -> str:
+    shown = json.dumps(bad)
+    return (
+        f"silence id {shown[:80]}{'...' if len(shown) > 80 else ''}: in {path} (read from Alertmanager "
+        "before the upgrade) is not a UUID, the only form Alertmanager makes; refused, nothing was changed"
+    )
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        HOSTILE_SILENCE,
+        SILENCE.upper(),
+        SILENCE + "\n",
+        " " + SILENCE,
+        SILENCE + "{{ 1 }}",
+        "",
+        42,
+        None,
+        {"id": SILENCE},
+        [SILENCE],
+    ],
+    ids=["template", "upper-case", "newline", "space", "suffix", "empty", "int", "null", "object", "list"],
+)
+def test_the_baseline_takes_silence_ids_that_are_uuids_and_nothing_else(tmp_path: Path, bad: object) -> None:
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps({"silences": [SILENCE, bad], "rule_groups": []}))
+    with pytest.raises(DeployError) as err:
+        read_baseline(path)
+    assert str(err.value) == _baseline_error(path, bad)
+
+
+def test_a_baseline_not_shaped_as_health_yml_writes_it_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "baseline.json"
+    for doc, reason in [
+        ("[]", "holds no list of silences; nothing was changed"),
+        ('{"silences": "' + SILENCE + '"}', "holds no list of silences; nothing was changed"),
+        ("{", "unreadable: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
+    ]:
+        path.write_text(doc)
+        with pytest.raises(DeployError) as err:
+            read_baseline(path)
+        assert str(err.value) == f"{path}: {reason}"
+    path.write_text(json.dumps({"silences": [SILENCE], "rule_groups": ["vigil-nodes"]}))
+    assert read_baseline(path) == [SILENCE]
+
+
+def _recorded_runs(monkeypatch: pytest.MonkeyPatch, silences: list[Any]) -> list[dict[str, Any]]:
+    """Every playbook run of an upgrade as ansible-runner would be asked for it (its extra vars
+    whole); the baseline run leaves ``silences`` in baseline.json, as health.yml does."""
+    from vigil.installer.deploy import upgrade as upgrade_mod
+
+    status = {"mon01": parse_host_status(_doc("mon01", MON), source="t")}
+    monkeypatch.setattr(upgrade_mod, "ping_hosts", lambda **_: {})
+    monkeypatch.setattr(upgrade_mod.Rollout, "status", lambda self, inv, bundle, hosts=None: dict(status))
+    runs: list[dict[str, Any]] = []
+
+    def start(**kw: Any) -> Any:
+        runs.append(kw)
+        ev = kw["extravars"]
+        if kw["playbook"] == "playbooks/health.yml" and ev["vigil_health_mode"] == "baseline":
+            doc = {"silences": silences, "rule_groups": []}
+            (Path(ev["vigil_status_dir"]) / "baseline.json").write_text(json.dumps(doc))
+        run = kw["runs_dir"] / kw["run_id"]
+        run.mkdir()
+        result = RunResult(run_id=run.name, run_dir=run, status="successful", rc=0, progress=Progress())
+        return SimpleNamespace(wait=lambda: result)
+
+    monkeypatch.setattr(upgrade_mod, "start_playbook", start)
+    return runs
+
+
+def test_a_silence_id_that_is_a_template_stops_the_upgrade_before_any_step_and_reaches_no_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Extra vars are templates to ansible-core: a silence id among them would run its lookup as the
+    admin (tests/unit/roles/test_templating_trust.py shows it does)."""
+    from vigil.installer.cli import main
+
+    home, argv = _site_for_upgrade(tmp_path, capsys)
+    runs = _recorded_runs(monkeypatch, [SILENCE, HOSTILE_SILENCE])
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    fail = [line for line in err.splitlines() if line.startswith("FAIL: ")]
+    (baseline,) = home.glob("runs/*-upgrade/baseline/baseline.json")
+    assert fail == [f"FAIL: {_baseline_error(baseline, HOSTILE_SILENCE)}"], err
+    # the baseline run only: no step changed a host, no health check ran
+    assert [(r["playbook"], r["extravars"].get("vigil_health_mode")) for r in runs] == [
+        ("playbooks/health.yml", "baseline")
+    ]
+    assert not any("lookup(" in json.dumps(r["extravars"]) for r in runs)
+    record = json.loads((home / "audit" / "log.jsonl").read_text().splitlines()[-1])
+    assert (record["action"], record["outcome"]) == ("upgrade", "refused"), record
+
+
+def test_the_silences_to_keep_reach_the_health_checks_in_their_file_never_in_extra_vars(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from vigil.installer.cli import main
+
+    home, argv = _site_for_upgrade(tmp_path, capsys)
+    runs = _recorded_runs(monkeypatch, [SILENCE])
+    assert main(argv) == 0, capsys.readouterr().err
+    checks = [r for r in runs if r["extravars"].get("vigil_health_mode") == "check"]
+    assert len(checks) == 3  # after the services, after the store, and the last one
+    for r in checks:
+        kept = json.loads((Path(r["extravars"]["vigil_status_dir"]) / "baseline.json").read_text())
+        assert kept["silences"] == [SILENCE]
+    assert [r for r in runs if SILENCE in json.dumps(r["extravars"])] == []

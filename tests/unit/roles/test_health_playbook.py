@@ -33,6 +33,14 @@ def shipped_groups() -> list[str]:
     return sorted(names)
 
 
+#: silence ids as Alertmanager makes them (random UUIDs)
+ACTIVE = "0b5c4f0e-3d7a-4d8e-9a51-6f1e2c3b4a01"
+PENDING = "7e9d2c1b-5a4f-4e3d-8c2b-1a0f9e8d7c02"
+OLD = "c3b2a190-8f7e-4d6c-b5a4-938271605f03"
+#: a silence id that is a template: run on the admin host if Ansible rendered it
+HOSTILE = "{{ lookup('ansible.builtin.pipe', 'touch %s') }}"
+
+
 def rfc3339(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + ".123456789Z"
 
@@ -119,9 +127,9 @@ def healthy(state: Stack, since: float) -> None:
         for name in shipped_groups()
     ]
     state.silences = [
-        {"id": "s-active", "status": {"state": "active"}, "updatedAt": rfc3339(since - 3600)},
-        {"id": "s-pending", "status": {"state": "pending"}, "updatedAt": rfc3339(since - 3600)},
-        {"id": "s-old", "status": {"state": "expired"}, "updatedAt": rfc3339(since - 7200)},
+        {"id": ACTIVE, "status": {"state": "active"}, "updatedAt": rfc3339(since - 3600)},
+        {"id": PENDING, "status": {"state": "pending"}, "updatedAt": rfc3339(since - 3600)},
+        {"id": OLD, "status": {"state": "expired"}, "updatedAt": rfc3339(since - 7200)},
     ]
 
 
@@ -169,7 +177,9 @@ def facts_files(tmp: Path) -> dict[str, Path]:
     return out
 
 
-def health(tmp: Path, port: int, since: float, **extra: Any) -> Any:
+def health(tmp: Path, port: int, since: float, silences: list[Any] | None = None, **extra: Any) -> Any:
+    """Run health.yml; in check mode its baseline.json (written as the baseline run would) keeps
+    ``silences``."""
     files = facts_files(tmp)
     host_vars = {
         h: {
@@ -217,7 +227,6 @@ def health(tmp: Path, port: int, since: float, **extra: Any) -> Any:
         "vigil_health_since": int(since),
         "vigil_health_before": int(since) - 60,
         "vigil_health_hosts": ["gpu01", "mon01"],
-        "vigil_health_silences": ["s-active", "s-pending", "s-old"],
         "vigil_status_dir": str(tmp / "out"),
         # short waits: two tries, a second apart
         "_victoriametrics_check_retries": 2,
@@ -232,6 +241,9 @@ def health(tmp: Path, port: int, since: float, **extra: Any) -> Any:
     }
     ev.update(extra)
     (tmp / "out").mkdir(exist_ok=True)
+    if ev.get("vigil_health_mode", "check") == "check":
+        kept = [ACTIVE, PENDING, OLD] if silences is None else silences
+        (tmp / "out" / "baseline.json").write_text(json.dumps({"silences": kept, "rule_groups": []}))
     run = run_playbook(tmp / "run", "health.yml", inventory, ev)
     return run
 
@@ -297,7 +309,9 @@ def test_an_exporter_down_fails_the_host_it_runs_on_named_as_in_its_facts(
     assert host == "gpu01"
     assert msg.startswith("prometheus-node-exporter: down: up == 0 at "), msg
     assert msg.endswith("on gpu01 (as mon01 sees it)"), msg
-    # not scraped since the step began: the last sample is older
+    # not scraped since the step began: the last sample is older (a step that began just now: the
+    # sample is 30 s before the query, which a slow first run could have put after the first `since`)
+    since = time.time() - 5
     healthy(state, since)
     state.targets["gpu01"]["node_exporter"] = (-30, "1")
     host, msg = one_failure(health(tmp_path / "b", port, since))
@@ -316,16 +330,16 @@ def test_a_lost_silence_fails_naming_alertmanager(tmp_path: Path, stack: tuple[S
     state, port = stack
     since = time.time() - 5
     healthy(state, since)
-    state.silences = [s for s in state.silences if s["id"] != "s-pending"]
+    state.silences = [s for s in state.silences if s["id"] != PENDING]
     host, msg = one_failure(health(tmp_path / "a", port, since))
-    assert (host, msg) == ("mon01", "prometheus-alertmanager: silence s-pending is gone")
+    assert (host, msg) == ("mon01", f"prometheus-alertmanager: silence {PENDING} is gone")
     # expired by a change after the step began (not by reaching its end)
     healthy(state, since)
     state.silences[0].update(status={"state": "expired"}, updatedAt=rfc3339(since + 1))
     host, msg = one_failure(health(tmp_path / "b", port, since))
     assert (host, msg) == (
         "mon01",
-        "prometheus-alertmanager: silence s-active was expired during the upgrade",
+        f"prometheus-alertmanager: silence {ACTIVE} was expired during the upgrade",
     )
 
 
@@ -358,7 +372,7 @@ def test_baseline_writes_the_silences_in_force_and_the_loaded_groups(
     run = health(tmp_path, port, since, vigil_health_mode="baseline")
     assert run.rc == 0, run.output
     doc = json.loads((tmp_path / "out" / "baseline.json").read_text())
-    assert doc == {"silences": ["s-active", "s-pending"], "rule_groups": shipped_groups()}
+    assert doc == {"silences": [ACTIVE, PENDING], "rule_groups": shipped_groups()}
 
 
 def test_bad_settings_are_refused_before_anything_is_asked(tmp_path: Path, stack: tuple[Stack, int]) -> None:
@@ -367,3 +381,45 @@ def test_bad_settings_are_refused_before_anything_is_asked(tmp_path: Path, stack
     host, msg = one_failure(run)
     assert msg.startswith("health: `vigil_health_mode` is check or baseline"), msg
     assert state.queries == []
+
+
+def test_a_silence_id_of_the_baseline_that_is_a_template_is_read_as_data_and_refused(
+    tmp_path: Path, stack: tuple[Stack, int]
+) -> None:
+    """The check reads the ids the way the upgrade hands them over (baseline.json, not extra vars):
+    a file lookup's content is never rendered, so the lookup in the id does not run."""
+    state, port = stack
+    since = time.time() - 5
+    healthy(state, since)
+    marker = tmp_path / "ran"
+    hostile = HOSTILE % marker
+    host, msg = one_failure(health(tmp_path, port, since, silences=[ACTIVE, hostile]))
+    assert not marker.exists()
+    assert host == "mon01"
+    shown = json.dumps(hostile)[:77] + "..."
+    assert msg == (
+        f"prometheus-alertmanager: {tmp_path}/out/baseline.json: silence id {shown} is not a UUID, the only "
+        "form Alertmanager makes; refused"
+    )
+
+
+def test_a_silence_id_from_alertmanager_that_is_a_template_fails_the_baseline_and_never_runs(
+    tmp_path: Path, stack: tuple[Stack, int]
+) -> None:
+    """Alertmanager's silence store belongs to its service user: what it answers is refused at the
+    source, and nothing reaches baseline.json."""
+    state, port = stack
+    since = time.time() - 5
+    healthy(state, since)
+    marker = tmp_path / "ran"
+    hostile = HOSTILE % marker
+    state.silences.append({"id": hostile, "status": {"state": "active"}, "updatedAt": rfc3339(since)})
+    host, msg = one_failure(health(tmp_path, port, since, vigil_health_mode="baseline"))
+    assert not marker.exists()
+    shown = json.dumps(hostile)[:77] + "..."
+    assert (host, msg) == (
+        "mon01",
+        f"prometheus-alertmanager: silence id {shown} from /api/v2/silences is not a UUID, the only form "
+        "Alertmanager makes; refused",
+    )
+    assert not (tmp_path / "out" / "baseline.json").exists()
