@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from vigil.basics.bounded import load_yaml_file
 from vigil.installer.deploy.artifacts import DeployError
 
 PLAYBOOK = "playbooks/site.yml"
@@ -62,9 +63,11 @@ class SpecCheck:
 
 
 def _yaml(path: Path) -> Any:
+    """A file of the Ansible content (the bundle's, or ``--ansible-dir``), read within the bounds of
+    :mod:`vigil.basics.bounded`."""
     try:
-        return yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
+        return load_yaml_file(path, error=DeployError)
+    except yaml.YAMLError as exc:
         raise DeployError(str(path), f"unreadable: {str(exc).splitlines()[0]}") from None
 
 

@@ -27,7 +27,6 @@ it reads the facts, checks health and ends.
 
 from __future__ import annotations
 
-import json
 import queue
 import threading
 import time
@@ -36,12 +35,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vigil.basics.bounded import load_json_file
 from vigil.bundle.store import BundleStore
 from vigil.bundle.trust import TrustRoot
 from vigil.installer.deploy.artifacts import DeployError, StoredBundle, artifact_vars, open_stored
 from vigil.installer.deploy.inventory import Inventory, load_inventory
 from vigil.installer.deploy.runner import RunResult, new_run_id, ping_hosts, start_playbook
 from vigil.installer.deploy.site import (
+    STATUS_MAX_BYTES,
     STORE_ROLE,
     HostStatus,
     SiteLock,
@@ -498,10 +499,10 @@ class Rollout:
         failure = _first_failure(result)
         if failure is not None:
             raise DeployError(f"host {failure[0]}", f"before the upgrade: {failure[1]}: {failure[2]}")
-        try:
-            doc = json.loads((out / "baseline.json").read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise DeployError(str(out / "baseline.json"), f"unreadable: {exc}") from None
+        try:  # what the monitoring host answered: bounded before it is parsed
+            doc = load_json_file(out / "baseline.json", max_bytes=STATUS_MAX_BYTES, error=DeployError)
+        except ValueError as exc:
+            raise DeployError(str(out / "baseline.json"), f"unreadable: {str(exc).splitlines()[0]}") from None
         return doc if isinstance(doc, dict) else {}
 
     def _site(self, bundle: StoredBundle, hosts: list[str], step: Step) -> RunResult:
