@@ -112,7 +112,10 @@ def check_files(source: Path) -> None:
     - a regular file of at most 1 MiB (``vigil.basics.bounded.MAX_BYTES``);
     - YAML (``.yml``, ``.yaml``, and files without a suffix under group_vars/host_vars): valid, with
       Ansible's tags accepted, aliases adding at most 10,000 values, nesting at most 64 deep (a 1.4 KB
-      alias bomb otherwise held the check for minutes and hundreds of MB); JSON: nesting bounded.
+      alias bomb otherwise held the check for minutes and hundreds of MB); JSON: nesting bounded;
+    - not executable, outside group_vars/host_vars: Ansible's script plugin runs an executable file
+      of an inventory to get its hosts — on the admin host, in a check that runs nothing (vigil reads
+      YAML and INI inventories).
 
     Then Ansible parses the inventory (it would try every inventory plugin in turn on a bad file and
     print a warning for each)."""
@@ -120,6 +123,12 @@ def check_files(source: Path) -> None:
         where = str(f)
         if f.is_symlink() and not f.exists():
             continue  # a dangling link: nothing for Ansible to read
+        if not in_vars and f.is_file() and os.access(f, os.X_OK):
+            raise DeployError(
+                where,
+                "is executable: Ansible would run it as an inventory script; vigil reads YAML and INI "
+                "inventories (chmod a-x it)",
+            )
         data = read_bounded(f, error=DeployError)
         try:
             if f.suffix in (".yml", ".yaml") or (in_vars and not f.suffix):

@@ -1,7 +1,7 @@
 """Lookups in an inventory, through the real CLI: `vigil inventory check` and `vigil inventory edit`
 template variables offline, and must never run what a template would run. Each form below once ran
 its command on the admin host (`pipe` is a shell); each must now be deferred — evaluated at deploy
-time — and named, with its marker file never created."""
+time — and named, with its marker file never created. And an inventory script, which Ansible runs."""
 
 from __future__ import annotations
 
@@ -121,3 +121,20 @@ def test_edit_runs_no_lookup_whether_it_is_refused_or_written(tmp_path: Path, re
         assert all_yml.read_text() == text
         assert f"role node_exporter: {VAR}: deferred: evaluated at deploy time (via `form_" in res.stdout
         assert "values deferred: evaluated at deploy time (nothing was run)" in res.stdout
+
+
+def test_an_executable_file_in_the_inventory_is_refused_not_run(tmp_path: Path) -> None:
+    """Ansible's script plugin runs an executable file of an inventory directory to get its hosts."""
+    marker = tmp_path / "ran"
+    inv = inventory(tmp_path)
+    script = inv / "more-hosts"
+    script.write_text(f"#!/bin/sh\ntouch {marker}\necho '{{}}'\n")
+    script.chmod(0o755)
+    res = run_vigil("inventory", "check", "-i", str(inv), env=vigil_env(tmp_path / "home"), check=False)
+    assert not marker.exists()
+    assert res.returncode == 1
+    (fail,) = [ln for ln in res.stderr.splitlines() if ln.startswith("FAIL: ")]
+    assert fail == (
+        f"FAIL: {script}: is executable: Ansible would run it as an inventory script; vigil reads YAML "
+        "and INI inventories (chmod a-x it)"
+    )
