@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from vigil.basics.atomic import write_file_atomic
+from vigil.basics.bounded import load_yaml, read_bounded
 from vigil.bundle.catalog_model import (
     DEB_SHIP,
     DEFAULT_KEYRING,
@@ -126,12 +127,9 @@ CATALOG_DIR = Path(__file__).resolve().parent / "catalog"
 
 def _read_yaml(path: Path) -> tuple[bytes, Any]:
     obj = str(path)
+    raw = read_bounded(path, error=CatalogError)  # --catalog-dir: any directory an operator names
     try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise CatalogError(obj, f"cannot read: {e.strerror or e}") from None
-    try:
-        return raw, yaml.safe_load(raw)
+        return raw, load_yaml(raw, obj, error=CatalogError)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from vigil.basics.atomic import atomic_writer, fsync_dir, write_file_atomic
+from vigil.basics.bounded import load_json_file
 from vigil.basics.canonical import canonical_json
 from vigil.bundle.errors import BundleError, BundleRejected, SignatureError, TamperedFile
 from vigil.bundle.signing import SigningKey
@@ -92,10 +93,11 @@ def split_bundle(bundle: Path, part_size: int, out_dir: Path, keys: Sequence[Sig
 def _load_index(index: Path, trust: TrustRoot) -> dict[str, Any]:
     where = index.name
     try:
-        doc = json.loads(index.read_bytes())
-    except OSError as exc:
-        raise BundleRejected(where, f"cannot read parts index: {exc.strerror}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        # the courier's file: bounded before it is parsed (a signed index is a few KiB)
+        doc = load_json_file(index, error=BundleRejected)
+    except BundleRejected as exc:
+        raise BundleRejected(where, f"parts index: {exc.reason}") from None
+    except ValueError:  # UnicodeDecodeError, json.JSONDecodeError
         raise BundleRejected(where, "parts index is not JSON") from None
     if (
         not isinstance(doc, dict)

@@ -74,7 +74,7 @@ def _check(args: argparse.Namespace, inv: ops.Invocation) -> int:
                 "specs_checked": specs is not None,
                 "checked": specs.checked if specs else 0,
                 "findings": [vars(f) for f in specs.findings] if specs else [],
-                "deferred": [list(d) for d in specs.deferred] if specs else [],
+                "deferred": [d._asdict() for d in specs.deferred] if specs else [],
             }
         )
     else:
@@ -100,5 +100,7 @@ def _edit(args: argparse.Namespace, inv: ops.Invocation) -> int:
         bundle_version=args.bundle,
         ansible_dir=args.ansible_dir,
     )
-    ok(inv.object, f"written (sha256 {inv.details['sha256_after']}); {result.lines()[-1].strip()}")
+    for line in result.specs.deferred_lines() if result.specs else []:
+        print(f"  {line}")
+    ok(inv.object, f"written (sha256 {inv.details['sha256_after']}); {result.summary()}")
     return 0

@@ -5,22 +5,29 @@ Every role validates its variables when its play starts (``meta/argument_specs.y
 that role. This is the same check, made up front and offline, for every host and every role the
 site playbook gives it: the same validator (Ansible's ``ArgumentSpecValidator``), the values as the
 play would see them (the role's defaults under the inventory's variables, templated with Ansible's
-templar). A value that can only be worked out on the host (one that reads facts) is left to the
-play and counted.
+templar). Nothing is run to get them: a value whose template would run something (a lookup) or that
+the check cannot evaluate safely, and a value that can only be worked out on the host (one that
+reads facts), is deferred — evaluated at deploy time by the play — and listed with the reason
+(``_offline.py``); a list or mapping among them is still checked for its type.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
+from vigil.basics.bounded import load_yaml_file
+from vigil.basics.errors import one_line
+from vigil.installer.deploy._offline import DEFERRED, LOOKUP, HostValues, no_lookups
 from vigil.installer.deploy.artifacts import DeployError
 
 PLAYBOOK = "playbooks/site.yml"
+#: the reason of a value whose template failed offline: it reads facts, or another host's variables
+NEEDS_HOST = "it needs values known only at deploy time"
 
 
 @dataclass(frozen=True)
@@ -39,32 +46,53 @@ class Finding:
 HOSTS_SHOWN = 5
 
 
+class Deferral(NamedTuple):
+    """A variable of HOST for ROLE that the check leaves to the play, and why."""
+
+    host: str
+    role: str
+    variable: str
+    reason: str
+
+
+def _grouped(items: Iterable[tuple[str, str, str]]) -> list[str]:
+    """(role, message, host) as one line per role and message, naming the hosts it holds for."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for role, message, host in items:
+        grouped.setdefault((role, message), []).append(host)
+    out = []
+    for (role, message), hosts in grouped.items():
+        named = ", ".join(hosts[:HOSTS_SHOWN])
+        more = f" and {len(hosts) - HOSTS_SHOWN} more" if len(hosts) > HOSTS_SHOWN else ""
+        out.append(f"role {role}: {message} (host{'s' if len(hosts) > 1 else ''} {named}{more})")
+    return out
+
+
 @dataclass
 class SpecCheck:
     findings: list[Finding] = field(default_factory=list)
     #: (host, role) pairs checked
     checked: int = 0
-    #: (host, role, variable) whose value needs the host's facts: the play checks them
-    deferred: list[tuple[str, str, str]] = field(default_factory=list)
+    #: values not evaluated here: the play evaluates and checks them
+    deferred: list[Deferral] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         """One line per role and message, naming the hosts it holds for (the same group_vars
         mistake on 500 nodes is one line)."""
-        grouped: dict[tuple[str, str], list[str]] = {}
-        for f in self.findings:
-            grouped.setdefault((f.role, f.message), []).append(f.host)
-        out = []
-        for (role, message), hosts in grouped.items():
-            named = ", ".join(hosts[:HOSTS_SHOWN])
-            more = f" and {len(hosts) - HOSTS_SHOWN} more" if len(hosts) > HOSTS_SHOWN else ""
-            out.append(f"role {role}: {message} (host{'s' if len(hosts) > 1 else ''} {named}{more})")
-        return out
+        return _grouped((f.role, f.message, f.host) for f in self.findings)
+
+    def deferred_lines(self) -> list[str]:
+        """One line per role, variable and reason: ``role R: V: deferred: evaluated at deploy time
+        (WHY) (hosts …)``."""
+        return _grouped((d.role, f"{d.variable}: {DEFERRED} ({d.reason})", d.host) for d in self.deferred)
 
 
 def _yaml(path: Path) -> Any:
+    """A file of the Ansible content (the bundle's, or ``--ansible-dir``), read within the bounds of
+    :mod:`vigil.basics.bounded`."""
     try:
-        return yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
+        return load_yaml_file(path, error=DeployError)
+    except yaml.YAMLError as exc:
         raise DeployError(str(path), f"unreadable: {str(exc).splitlines()[0]}") from None
 
 
@@ -109,11 +137,9 @@ def role_defaults(ansible_dir: Path, role: str) -> dict[str, Any]:
 def check_argument_specs(ansible_dir: Path, source: Path, hosts: Iterable[str] | None = None) -> SpecCheck:
     """Each host's variables (of HOSTS, or every host) against the argument spec of each role the
     site playbook gives it."""
-    from ansible.errors import AnsibleError
     from ansible.inventory.manager import InventoryManager
     from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
     from ansible.parsing.dataloader import DataLoader
-    from ansible.template import Templar
     from ansible.vars.manager import VariableManager
 
     loader = DataLoader()
@@ -122,32 +148,69 @@ def check_argument_specs(ansible_dir: Path, source: Path, hosts: Iterable[str] |
     out = SpecCheck()
     only = set(hosts) if hosts is not None else None
     specs: dict[str, dict[str, Any] | None] = {}
-    for pattern, role in site_roles(ansible_dir):
-        if role not in specs:
-            specs[role] = role_spec(ansible_dir, role)
-        spec = specs[role]
-        if spec is None:
-            continue
-        defaults = role_defaults(ansible_dir, role)
-        for host in sorted(h.name for h in manager.get_hosts(pattern)):
-            if only is not None and host not in only:
+    plays = site_roles(ansible_dir)
+    with no_lookups() as refused:
+        for pattern, role in plays:
+            if role not in specs:
+                specs[role] = role_spec(ansible_dir, role)
+            spec = specs[role]
+            if spec is None:
                 continue
-            hvars = variables.get_vars(host=manager.get_host(host), include_hostvars=False)
-            merged = {**defaults, **hvars}
-            templar = Templar(loader=loader, variables=merged)
-            provided: dict[str, Any] = {}
-            for name in spec:
-                if name not in merged:
+            defaults = role_defaults(ansible_dir, role)
+            for host in sorted(h.name for h in manager.get_hosts(pattern)):
+                if only is not None and host not in only:
                     continue
-                try:
-                    provided[name] = templar.template(merged[name])
-                except AnsibleError:  # reads facts or host-side values: the play checks it
-                    out.deferred.append((host, role, name))
-            result = ArgumentSpecValidator(spec).validate(provided, validate_role_argument_spec=True)
-            out.checked += 1
-            for message in result.error_messages:
-                out.findings.append(Finding(host, role, str(message)))
+                hvars = variables.get_vars(host=manager.get_host(host), include_hostvars=False)
+                merged = {**defaults, **hvars}
+                provided, deferred = _offline_values(spec, merged, loader, refused)
+                out.deferred += [Deferral(host, role, name, why) for name, why in deferred]
+                # a deferred list or mapping written in YAML: its type is known without rendering it
+                typed = {
+                    name: {"type": spec[name].get("type", "str")}
+                    for name, _ in deferred
+                    if isinstance(merged[name], Mapping | list)
+                }
+                if typed:
+                    result = ArgumentSpecValidator(typed).validate(
+                        {name: merged[name] for name in typed}, validate_role_argument_spec=True
+                    )
+                    out.findings += [Finding(host, role, str(m)) for m in result.error_messages]
+                result = ArgumentSpecValidator(spec).validate(provided, validate_role_argument_spec=True)
+                out.checked += 1
+                for message in result.error_messages:
+                    out.findings.append(Finding(host, role, str(message)))
     return out
+
+
+def _offline_values(
+    spec: Mapping[str, Any], merged: Mapping[str, Any], loader: Any, refused: list[str]
+) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """The values of SPEC's options in MERGED as the play would see them, rendered only where
+    nothing runs (``_offline.py``); and (option, why) for each one left to the play."""
+    from ansible.errors import AnsibleError
+    from ansible.template import Templar
+
+    offline = HostValues(merged)
+    templar = Templar(loader=loader, variables=merged)
+    provided: dict[str, Any] = {}
+    deferred: list[tuple[str, str]] = []
+    for name in spec:
+        if name not in merged:
+            continue
+        why = offline.reason(name)
+        if why is None:
+            before = len(refused)
+            try:
+                provided[name] = templar.template(merged[name])
+            except AnsibleError as exc:  # reads facts or host-side values: the play checks it
+                first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                why = f"{NEEDS_HOST}: {one_line(first)[:160]}"
+            if len(refused) > before:  # layer 2 stopped a lookup that layer 1 let through
+                provided.pop(name, None)
+                why = LOOKUP
+        if why is not None:
+            deferred.append((name, why))
+    return provided, deferred
 
 
 def refuse_bad_variables(check: SpecCheck, inventory: Path, *, listed: bool = False) -> None:

@@ -7,11 +7,13 @@ exactly as the playbook run will read them.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
+from vigil.basics.bounded import load_json, load_yaml, read_bounded, shown
 from vigil.installer.deploy.artifacts import DeployError
 
 KNOWN_GROUPS = ("monitoring", "slurm_controller", "gpu_nodes")
@@ -46,26 +48,97 @@ class _AnyTagLoader(yaml.SafeLoader):
 
 _AnyTagLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
 
+#: where Ansible reads variables from, in an inventory's directory
+VARS_DIRS = ("group_vars", "host_vars")
+#: the most files of an inventory tree read before Ansible is let at it
+MAX_INVENTORY_FILES = 10_000
+#: names Ansible's inventory reader skips in a directory (its IGNORED_ALWAYS and the default
+#: INVENTORY_IGNORE_EXTS)
+_IGNORED = re.compile(
+    r"^\.|^vars_plugins$|(\.pyc|\.pyo|\.swp|\.bak|~|\.rpm|\.md|\.txt|\.rst|\.orig|\.cfg|\.retry)$"
+)
+#: the suffixes of the files Ansible reads in group_vars/ and host_vars/ ("": YAML too)
+_VARS_SUFFIXES = ("", ".yml", ".yaml", ".json")
 
-def check_yaml_syntax(source: Path) -> None:
-    """One line naming the file, the line and the YAML error, before Ansible reads the inventory
-    (Ansible would try every inventory plugin in turn and print a warning for each)."""
-    if source.is_dir():
-        files = [source / n for n in ("hosts.yml", "hosts.yaml")]
-        for sub in ("group_vars", "host_vars"):
-            files += sorted((source / sub).glob("**/*.y*ml"))
-    else:
-        files = [source]
-    for f in files:
-        if f.suffix not in (".yml", ".yaml") or not f.is_file():
-            continue
+
+def _yaml_error(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return f"not valid YAML: {problem}{where}"
+
+
+def inventory_files(source: Path) -> list[tuple[Path, bool]]:
+    """The files Ansible reads of the inventory SOURCE, each with whether it is a file of variables:
+    the file itself and the ``group_vars``/``host_vars`` beside it, or each file of the directory's
+    tree that Ansible does not skip (links followed, as Ansible follows them)."""
+    root = source if source.is_dir() else source.parent
+    out: list[tuple[Path, bool]] = [] if source.is_dir() else [(source, False)]
+    seen: set[tuple[int, int]] = set()
+    for top in [source] if source.is_dir() else [root / d for d in VARS_DIRS]:
+        for folder, dirs, files in os.walk(top, followlinks=True):
+            st = os.stat(folder)
+            if (st.st_dev, st.st_ino) in seen:  # a link back up the tree: read once
+                dirs[:] = []
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            rel = Path(folder).relative_to(root).parts
+            in_vars = bool(rel) and rel[0] in VARS_DIRS
+            # under the top: group_vars/ and host_vars/ hold variables; deeper, Ansible skips them
+            dirs[:] = sorted(
+                d
+                for d in dirs
+                if not d.startswith(".")
+                and (in_vars or not _IGNORED.search(d))
+                and (in_vars or not rel or d not in VARS_DIRS)
+            )
+            for name in sorted(files):
+                if name.startswith("."):
+                    continue
+                if in_vars and Path(name).suffix not in _VARS_SUFFIXES:
+                    continue
+                if not in_vars and _IGNORED.search(name):
+                    continue
+                out.append((Path(folder) / name, in_vars))
+            if len(out) > MAX_INVENTORY_FILES:
+                raise DeployError(str(source), f"holds more than {MAX_INVENTORY_FILES} files; refused")
+    return out
+
+
+def check_files(source: Path) -> None:
+    """Every file Ansible will read of the inventory, read first within bounds; one line naming the
+    file and the reason for the first that fails:
+
+    - a regular file of at most 1 MiB (``vigil.basics.bounded.MAX_BYTES``);
+    - YAML (``.yml``, ``.yaml``, and files without a suffix under group_vars/host_vars): valid, with
+      Ansible's tags accepted, aliases adding at most 10,000 values, nesting at most 64 deep (a 1.4 KB
+      alias bomb otherwise held the check for minutes and hundreds of MB); JSON: nesting bounded;
+    - not executable, outside group_vars/host_vars: Ansible's script plugin runs an executable file
+      of an inventory to get its hosts — on the admin host, in a check that runs nothing (vigil reads
+      YAML and INI inventories).
+
+    Then Ansible parses the inventory (it would try every inventory plugin in turn on a bad file and
+    print a warning for each)."""
+    for f, in_vars in inventory_files(source):
+        where = str(f)
+        if f.is_symlink() and not f.exists():
+            continue  # a dangling link: nothing for Ansible to read
+        if not in_vars and f.is_file() and os.access(f, os.X_OK):
+            raise DeployError(
+                where,
+                "is executable: Ansible would run it as an inventory script; vigil reads YAML and INI "
+                "inventories (chmod a-x it)",
+            )
+        data = read_bounded(f, error=DeployError)
         try:
-            yaml.load(f.read_bytes(), Loader=_AnyTagLoader)  # noqa: S506 - a safe loader that drops tags
+            if f.suffix in (".yml", ".yaml") or (in_vars and not f.suffix):
+                load_yaml(data, where, loader=_AnyTagLoader, error=DeployError)
+            elif f.suffix == ".json":
+                load_json(data, where, error=DeployError)
         except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            raise DeployError(str(f), f"not valid YAML: {problem}{where}") from None
+            raise DeployError(where, _yaml_error(exc)) from None
+        except ValueError as exc:
+            raise DeployError(where, f"not valid JSON: {str(exc).splitlines()[0]}") from None
 
 
 def load_inventory(path: Path, *, limit: str | None = None) -> Inventory:
@@ -75,7 +148,7 @@ def load_inventory(path: Path, *, limit: str | None = None) -> Inventory:
     pattern that selects none is refused here, before anything runs.
     """
     source = inventory_source(path)
-    check_yaml_syntax(source)
+    check_files(source)
     from ansible.errors import AnsibleError
     from ansible.inventory.manager import InventoryManager
     from ansible.parsing.dataloader import DataLoader
@@ -172,7 +245,7 @@ def shared_vars(inventory: Path) -> SharedVars:
     )
     if path.is_symlink() or (path.exists() and not path.is_file()):
         raise DeployError(str(path), "is not a regular file (a link or a directory); refusing to edit it")
-    data = path.read_bytes() if path.exists() else b""
+    data = read_bounded(path, max_bytes=SHARED_VARS_MAX + 1, error=DeployError) if path.exists() else b""
     if len(data) > SHARED_VARS_MAX:
         raise DeployError(str(path), f"is larger than {SHARED_VARS_MAX} bytes; edit it with an editor")
     try:
@@ -187,12 +260,11 @@ def parse_shared_vars(text: str, where: str) -> dict[str, object]:
     if len(text.encode()) > SHARED_VARS_MAX:
         raise DeployError(where, f"is larger than {SHARED_VARS_MAX} bytes")
     try:
-        doc = yaml.load(text, Loader=_AnyTagLoader)  # noqa: S506 - a safe loader that drops tags
+        doc = load_yaml(text, where, loader=_AnyTagLoader, error=DeployError)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise DeployError(where, f"not valid YAML: {problem}{at}; nothing was written") from None
+        raise DeployError(where, f"{_yaml_error(exc)}; nothing was written") from None
+    except DeployError as exc:
+        raise DeployError(where, f"{exc.reason}; nothing was written") from None
     if doc is None:
         return {}
     if not isinstance(doc, dict):
@@ -201,5 +273,5 @@ def parse_shared_vars(text: str, where: str) -> dict[str, object]:
         )
     bad = [k for k in doc if not isinstance(k, str) or not k.isidentifier()]
     if bad:
-        raise DeployError(where, f"{bad[0]!r} is not a variable name; nothing was written")
+        raise DeployError(where, f"{shown(bad[0])} is not a variable name; nothing was written")
     return doc

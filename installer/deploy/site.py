@@ -22,8 +22,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from vigil.basics.bounded import load_json_file
 from vigil.installer.deploy.artifacts import DeployError
 
+#: the most bytes of a document a host hands back (status.yml, the upgrade's baseline)
+STATUS_MAX_BYTES = 16 << 20
 #: the role whose component keeps the site's data; an upgrade changes it last (see upgrade.py)
 STORE_ROLE = "victoriametrics"
 
@@ -148,12 +151,12 @@ def read_status_dir(path: Path, hosts: Iterable[str]) -> dict[str, HostStatus]:
     out: dict[str, HostStatus] = {}
     for host in hosts:
         f = path / f"{host}.json"
-        try:
-            doc = json.loads(f.read_text())
-        except FileNotFoundError:
-            raise DeployError(f"host {host}", f"status.yml wrote no {f.name}") from None
-        except (OSError, json.JSONDecodeError) as exc:
-            raise DeployError(str(f), f"unreadable: {exc}") from None
+        if not f.exists():
+            raise DeployError(f"host {host}", f"status.yml wrote no {f.name}")
+        try:  # what the host handed back: bounded before it is parsed
+            doc = load_json_file(f, max_bytes=STATUS_MAX_BYTES, error=DeployError)
+        except ValueError as exc:
+            raise DeployError(str(f), f"unreadable: {str(exc).splitlines()[0]}") from None
         out[host] = parse_host_status(doc, source=str(f))
     return out
 

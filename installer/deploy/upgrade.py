@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vigil.basics.bounded import load_json_file
 from vigil.bundle.store import BundleStore
 from vigil.bundle.trust import TrustRoot
 from vigil.installer.deploy.artifacts import (
@@ -49,6 +50,7 @@ from vigil.installer.deploy.artifacts import (
 from vigil.installer.deploy.inventory import Inventory, load_inventory
 from vigil.installer.deploy.runner import RunResult, new_run_id, ping_hosts, start_playbook
 from vigil.installer.deploy.site import (
+    STATUS_MAX_BYTES,
     STORE_ROLE,
     HostStatus,
     SiteLock,
@@ -219,10 +221,10 @@ def read_baseline(path: Path) -> list[str]:
     ansible-core renders as templates on the admin host (``{{ lookup('pipe', ...) }}`` would run
     there as the admin): each health check reads this file as data (docs/security.md).
     """
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DeployError(str(path), f"unreadable: {exc}") from None
+    try:  # what the monitoring host answered: bounded before it is parsed
+        doc = load_json_file(path, max_bytes=STATUS_MAX_BYTES, error=DeployError)
+    except ValueError as exc:
+        raise DeployError(str(path), f"unreadable: {str(exc).splitlines()[0]}") from None
     silences = doc.get("silences") if isinstance(doc, dict) else None
     if not isinstance(silences, list):
         raise DeployError(str(path), "holds no list of silences; nothing was changed")

@@ -41,22 +41,28 @@ class InventoryCheck:
             f"{group}: {', '.join(hosts) or '-'}" for group, hosts in sorted(self.inventory.groups.items())
         ]
         if self.specs is None:
-            out.append(
-                "roles' argument specs: not checked (no bundle imported; import one or use --ansible-dir)"
-            )
+            out.append(self.summary())
             return out
+        out.append(self.summary())
+        out += [f"  {line}" for line in self.specs.lines()]
+        out += [f"  {line}" for line in self.specs.deferred_lines()]
+        return out
+
+    def summary(self) -> str:
+        """The argument specs' verdict in one line."""
+        if self.specs is None:
+            return "roles' argument specs: not checked (no bundle imported; import one or use --ansible-dir)"
         source = f"bundle {self.bundle_version}" if self.bundle_version is not None else "--ansible-dir"
-        out.append(
+        deferred = len(self.specs.deferred)
+        return (
             f"roles' argument specs ({source}): {self.specs.checked} host and role pairs checked, "
             f"{len(self.specs.findings)} refused"
             + (
-                f", {len(self.specs.deferred)} values left to the play (they read facts)"
-                if self.specs.deferred
+                f", {deferred} values deferred: evaluated at deploy time (nothing was run)"
+                if deferred
                 else ""
             )
         )
-        out += [f"  {line}" for line in self.specs.lines()]
-        return out
 
 
 def check_inventory(

@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from vigil.basics.bounded import MAX_BYTES, load_yaml, read_bounded, shown
 from vigil.installer import __version__
 from vigil.installer.reports.energy import MeterReading
 from vigil.installer.reports.errors import ReportInputError
@@ -39,14 +40,9 @@ def load_allocations(path: Path, period: Period) -> tuple[dict[str, float], str]
           physics: 1200          # GPU-hours awarded
     """
     where = str(path)
+    data = read_bounded(path, max_bytes=MAX_BYTES, error=ReportInputError)
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ReportInputError(where, f"cannot read: {exc.strerror or exc}") from None
-    if len(data) > 1 << 20:
-        raise ReportInputError(where, "larger than 1 MiB")
-    try:
-        doc = yaml.safe_load(data.decode("utf-8"))
+        doc = load_yaml(data.decode("utf-8"), where, error=ReportInputError)
     except (UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ReportInputError(where, f"not YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("accounts"), dict):
@@ -54,8 +50,10 @@ def load_allocations(path: Path, period: Period) -> tuple[dict[str, float], str]
     for key in doc:
         if key not in ("period", "accounts"):
             raise ReportInputError(f"{where}: {key}", "unknown key (known: period, accounts)")
-    if "period" in doc and str(doc["period"]) != period.label:
-        raise ReportInputError(f"{where}: period", f"is {doc['period']}, not the report's {period.label}")
+    if "period" in doc and (isinstance(doc["period"], dict | list) or str(doc["period"]) != period.label):
+        raise ReportInputError(
+            f"{where}: period", f"is {shown(doc['period'])}, not the report's {period.label}"
+        )
     awarded: dict[str, float] = {}
     for account, value in doc["accounts"].items():
         key = f"accounts.{account}"
@@ -63,7 +61,7 @@ def load_allocations(path: Path, period: Period) -> tuple[dict[str, float], str]
             raise ReportInputError(f"{where}: {key}", "account names are text of 1 to 256 characters")
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_NUMBER:
             raise ReportInputError(
-                f"{where}: {key}", f"must be a number of GPU-hours (0 to 1e15), not {value!r}"
+                f"{where}: {key}", f"must be a number of GPU-hours (0 to 1e15), not {shown(value)}"
             )
         if value != value:  # NaN
             raise ReportInputError(f"{where}: {key}", "must be a number, not NaN")

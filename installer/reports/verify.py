@@ -5,12 +5,12 @@ its digest."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from vigil.basics.bounded import load_json
 from vigil.basics.canonical import canonical_json
 from vigil.bundle.errors import KeyFileError, SignatureError
 from vigil.bundle.signing import Minisig, PublicKey, load_public_key
@@ -70,7 +70,7 @@ def verify_file(path: Path, pub: PublicKey, *, signature: Path | None = None) ->
     except ReportVerifyError as exc:
         raise ReportVerifyError(where, f"signature {sig_path}: {exc.reason}") from None
     try:
-        doc = json.loads(data)
+        doc = load_json(data, where, error=ReportVerifyError)
         canonical = canonical_json(doc)
     except ValueError:
         raise ReportVerifyError(where, "not JSON (yet signed: made by something other than vigil?)") from None

@@ -69,7 +69,8 @@ def test_a_value_that_reads_facts_is_left_to_the_play(tmp_path: Path) -> None:
     inv = site(tmp_path, gpu_vars="dcgm_exporter_mode: \"{{ ansible_facts['system_vendor'] }}\"\n")
     check = check_argument_specs(REPO, inv)
     assert check.findings == []
-    assert ("gpu001", "dcgm_exporter", "dcgm_exporter_mode") in check.deferred
+    (why,) = {d.reason for d in check.deferred if d.host == "gpu001" and d.variable == "dcgm_exporter_mode"}
+    assert why.startswith("it needs values known only at deploy time: ") and "system_vendor" in why
 
 
 def test_only_the_hosts_asked_for_are_checked(tmp_path: Path) -> None:
@@ -107,3 +108,102 @@ def test_broken_ansible_content_is_named(tmp_path: Path) -> None:
     with pytest.raises(DeployError) as err:
         check_argument_specs(tree, EXAMPLE)
     assert str(err.value) == f"{tree / 'playbooks' / 'site.yml'}: not a list of plays"
+
+
+# --- templates are judged before they are rendered: nothing runs offline (docs/security.md) ---
+
+
+@pytest.mark.parametrize(
+    ("template", "why"),
+    [
+        ("{{ lookup('pipe', 'id') }}", "it runs a lookup"),
+        ("{{ lookup('ansible.builtin.pipe', 'id') }}", "it runs a lookup"),
+        ("{{ query('pipe', 'id') | first }}", "it runs a lookup"),
+        ("{{ q('pipe', 'id') | first }}", "it runs a lookup"),
+        ("{% set x = lookup('pipe', 'id') %}{{ x }}", "it runs a lookup"),
+        ("{{ (lookup)('pipe', 'id') }}", "it runs a lookup"),
+        ("{{ '' | default(lookup('pipe', 'id'), true) }}", "it runs a lookup"),
+        ("{{ \"{{ lookup('pipe', 'id') }}\" }}", "it runs a lookup"),
+        ("{{ ['id'] | map('lookup') | first }}", "it uses the filter `map`"),
+        ("#jinja2: variable_start_string: '[['\n[[ q('pipe', 'id') ]]", "it changes the template syntax"),
+        ("{{ 'x' * 1000000000 }}", "it uses `*`, which the check does not evaluate"),
+        ("{{ 10 ** 10 ** 10 }}", "it uses `**`, which the check does not evaluate"),
+        ("{% for i in range(9) %}{{ i }}{% endfor %}", "it uses `{% for %}`"),
+        ("{{ lipsum | length }}", "it uses `lipsum`, which the check does not evaluate"),
+        ("{{ lipsum(9) }}", "it uses a call, which the check does not evaluate"),
+        ("{{ 'id' | to_json }}", "it uses the filter `to_json`"),
+        ("{{ ''.__class__ }}", "it reads the attribute `__class__`"),
+        ("{{ unclosed", "not a template the check can read"),
+    ],
+)
+def test_a_template_the_check_cannot_evaluate_safely_is_deferred_unrendered(
+    tmp_path: Path, template: str, why: str
+) -> None:
+    import json
+
+    check = check_argument_specs(
+        REPO, site(tmp_path, host_vars=f"node_exporter_textfile_dir: {json.dumps(template)}\n")
+    )
+    assert check.findings == []
+    (found,) = [d for d in check.deferred if d.host == "gpu001"]
+    assert (found.role, found.variable) == ("node_exporter", "node_exporter_textfile_dir")
+    assert found.reason.startswith(why), found.reason
+    (line,) = check.deferred_lines()
+    assert line.startswith(
+        "role node_exporter: node_exporter_textfile_dir: deferred: evaluated at deploy time ("
+    )
+
+
+def test_a_value_is_deferred_through_the_variables_it_uses(tmp_path: Path) -> None:
+    inv = site(
+        tmp_path,
+        all_vars="inner: \"{{ lookup('pipe', 'id') }}\"\nmiddle: '{{ inner }}'\n"
+        "node_exporter_textfile_dir: '/srv/{{ middle }}'\nloop_a: '{{ loop_b }}'\nloop_b: '{{ loop_a }}'\n"
+        "node_exporter_config_dir: '{{ loop_a }}'\n",
+    )
+    check = check_argument_specs(REPO, inv, hosts=["gpu001"])
+    reasons = {d.variable: d.reason for d in check.deferred}
+    assert reasons["node_exporter_textfile_dir"] == "via `inner`: it runs a lookup"
+    assert reasons.get("node_exporter_config_dir", "").endswith("it refers to itself"), reasons
+
+
+def test_references_that_would_expand_past_the_limit_are_deferred_quickly(tmp_path: Path) -> None:
+    """Forty variables, each twice the one before: 2**40 copies if rendered."""
+    import time
+
+    chain = "v0: 'lol'\n" + "".join(f"v{i}: '{{{{ v{i - 1} }}}}{{{{ v{i - 1} }}}}'\n" for i in range(1, 41))
+    inv = site(tmp_path, all_vars=chain + "node_exporter_textfile_dir: '{{ v40 }}'\n")
+    start = time.monotonic()
+    check = check_argument_specs(REPO, inv, hosts=["gpu001"])
+    assert time.monotonic() - start < 10
+    (found,) = [d for d in check.deferred if d.variable == "node_exporter_textfile_dir"]
+    assert "expand past 1048576 characters" in found.reason
+
+
+def test_a_deferred_list_is_still_checked_for_its_type(tmp_path: Path) -> None:
+    inv = site(tmp_path, host_vars="node_exporter_port: [\"{{ lookup('pipe', 'id') }}\"]\n")
+    check = check_argument_specs(REPO, inv)
+    assert [(d.host, d.variable) for d in check.deferred] == [("gpu001", "node_exporter_port")]
+    (line,) = check.lines()
+    assert "node_exporter_port" in line and "list" in line and line.endswith("(host gpu001)")
+
+
+def test_a_lookup_the_first_layer_let_through_is_refused_not_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Layer 2 alone: with the judging of templates switched off, Ansible's lookup loader refuses."""
+    from vigil.installer.deploy import _offline
+
+    marker = tmp_path / "ran"
+    monkeypatch.setattr(_offline.HostValues, "reason", lambda self, name: None)
+    inv = site(
+        tmp_path, host_vars=f"node_exporter_textfile_dir: \"{{{{ lookup('pipe', 'touch {marker}') }}}}\"\n"
+    )
+    check = check_argument_specs(REPO, inv, hosts=["gpu001"])
+    assert not marker.exists()
+    assert [(d.variable, d.reason) for d in check.deferred] == [
+        ("node_exporter_textfile_dir", "it runs a lookup")
+    ]
+    from ansible.plugins.loader import lookup_loader
+
+    assert "get" not in vars(lookup_loader) and lookup_loader.get("pipe") is not None  # restored after

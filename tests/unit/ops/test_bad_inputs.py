@@ -161,9 +161,9 @@ def test_broken_yaml_is_one_line_naming_file_line_and_error(
     )
     (tmp_path / "group_vars").mkdir()
     (tmp_path / "group_vars" / "all.yml").write_text("note: !unsafe '{{ not templated }}'\n")
-    from vigil.installer.deploy.inventory import check_yaml_syntax
+    from vigil.installer.deploy.inventory import check_files
 
-    check_yaml_syntax(tmp_path)
+    check_files(tmp_path)
     (tmp_path / "group_vars" / "all.yml").write_text("a: [1\n")
     with pytest.raises(DeployError, match=r"group_vars/all.yml: not valid YAML: "):
-        check_yaml_syntax(tmp_path)
+        check_files(tmp_path)
