@@ -16,6 +16,7 @@ from vigil.installer import ops
 from vigil.installer.audit import Summary
 from vigil.tui.screens._base import VigilScreen
 from vigil.tui.session import Outcome, perform
+from vigil.tui.untrusted import plain
 from vigil.tui.widgets import ResultLine, to_ui
 
 
@@ -211,10 +212,11 @@ class AuditScreen(VigilScreen):
             return
         self.records = outcome.value
         for record in self.records:
-            table.add_row(*record_row(record), key=str(record["seq"]))
+            # who, object and reason come from whoever ran an action: a file's name, an --operator
+            table.add_row(*map(plain, record_row(record)), key=str(record["seq"]))
         if self.records:
             table.move_cursor(row=len(self.records) - 1)
-        self.query_one("#count", Label).update(f"  {len(self.records)} records")
+        self.query_one("#count", Label).update(plain(f"  {len(self.records)} records"))
 
     def _verified(self, outcome: Outcome[Summary], witnessed: bool) -> None:
         result = self.query_one("#result", ResultLine)
@@ -241,4 +243,4 @@ class AuditScreen(VigilScreen):
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
         index = event.cursor_row
         if 0 <= index < len(self.records):
-            self.query_one("#detail", Static).update(record_detail(self.records[index]))
+            self.query_one("#detail", Static).update(plain(record_detail(self.records[index]), newlines=True))

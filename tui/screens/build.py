@@ -34,6 +34,7 @@ from vigil.bundle.catalog import (
 from vigil.installer import ops
 from vigil.tui.screens._base import VigilScreen
 from vigil.tui.session import Outcome, perform
+from vigil.tui.untrusted import plain
 from vigil.tui.widgets import EventRelay, ResultLine, to_ui
 from vigil.tui.widgets.bundle import ComponentTable, component_rows
 
@@ -203,7 +204,7 @@ class BuildScreen(VigilScreen):
         if not names:
             self.query_one("#result", ResultLine).info(f"{catalog_dir}: no catalog (CHANNEL.yaml) here")
             return
-        options.add_options([Option(n, id=n) for n in names])
+        options.add_options([Option(plain(n), id=n) for n in names])  # a file's name: text
         keep = self.channel if self.channel in names else names[0]
         options.highlighted = names.index(keep)
 
@@ -236,7 +237,7 @@ class BuildScreen(VigilScreen):
         table.show(component_rows(view.catalog, view.lock))
         total = table.total_size()
         size = f", {total} bytes to fetch" if total is not None else ""
-        note.update(f"{channel}: {len(table.rows_shown)} components{size} ({view.catalog.arch})")
+        note.update(plain(f"{channel}: {len(table.rows_shown)} components{size} ({view.catalog.arch})"))
         result = self.query_one("#result", ResultLine)
         if view.note:
             result.info(view.note)
@@ -246,7 +247,7 @@ class BuildScreen(VigilScreen):
     @on(ComponentTable.RowHighlighted, "#components")
     def _component_highlighted(self, event: ComponentTable.RowHighlighted) -> None:
         table = self.query_one("#components", ComponentTable)
-        self.query_one("#component-detail", Static).update(table.detail(event.cursor_row))
+        self.query_one("#component-detail", Static).update(plain(table.detail(event.cursor_row)))
 
     # -- build ---------------------------------------------------------------------------------
     def _take_passphrase(self) -> bytes | None:
@@ -333,7 +334,7 @@ class BuildScreen(VigilScreen):
         self.built = outcome.value
         table.all("signed")
         result.ok(built_line(self.built))
-        self.query_one("#built", Static).update(built_summary(self.built))
+        self.query_one("#built", Static).update(plain(built_summary(self.built), newlines=True))
         self.query_one("#split-bundle", Input).value = str(self.built.path)
 
     # -- split ---------------------------------------------------------------------------------
@@ -386,7 +387,7 @@ class BuildScreen(VigilScreen):
     def _start(self, what: str) -> None:
         self._busy = True
         self.query_one("#result", ResultLine).info(f"{what} …")
-        self.query_one("#step", Label).update(what)
+        self.query_one("#step", Label).update(plain(what))
         bar = self.query_one("#bar", ProgressBar)
         bar.update(total=None, progress=0)
         bar.display = True
@@ -400,7 +401,7 @@ class BuildScreen(VigilScreen):
         self.events_shown += 1
         table = self.query_one("#components", ComponentTable)
         if isinstance(event, ops.Step):
-            self.query_one("#step", Label).update(event.text)
+            self.query_one("#step", Label).update(plain(event.text))
             words = event.text.split()
             step, name = (words + ["", ""])[:2]
             if step == "fetch" and name:
@@ -414,5 +415,5 @@ class BuildScreen(VigilScreen):
             elif step == "sign":
                 table.all("signing")
         else:
-            self.query_one("#step", Label).update(event.label)
+            self.query_one("#step", Label).update(plain(event.label))
             self.query_one("#bar", ProgressBar).update(total=event.total, progress=event.done)

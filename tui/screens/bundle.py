@@ -19,6 +19,7 @@ from vigil.bundle.verify import VerifiedHead
 from vigil.installer import ops
 from vigil.tui.screens._base import VigilScreen
 from vigil.tui.session import Outcome, perform
+from vigil.tui.untrusted import plain, plain_lines
 from vigil.tui.widgets import EventRelay, ResultLine, to_ui
 
 #: a split bundle's parts index, as `vigil bundle split` names it
@@ -213,9 +214,9 @@ class ImportScreen(VigilScreen):
     def _on_event(self, event: ops.Event) -> None:
         self.events_shown += 1
         if isinstance(event, ops.Step):
-            self.query_one("#step", Label).update(event.text)
+            self.query_one("#step", Label).update(plain(event.text))
         else:
-            self.query_one("#step", Label).update(event.label)
+            self.query_one("#step", Label).update(plain(event.label))
             self.query_one("#bar", ProgressBar).update(total=event.total, progress=event.done)
 
     def _joined(self, index: Path, joined: Outcome[Path]) -> None:
@@ -268,6 +269,7 @@ class ImportScreen(VigilScreen):
         if info is None:
             summary.update("")
             return
-        summary.update("\n".join(summary_lines(info)))
+        # an inspected bundle is not verified: anyone can write its manifest; shown as text
+        summary.update(plain_lines(summary_lines(info)))
         for c in info["components"]:
-            table.add_row(c["name"], c["version"], c["license"], str(c["files"]), str(c["bytes"]), c["kind"])
+            table.add_row(*(plain(c[k]) for k in ("name", "version", "license", "files", "bytes", "kind")))

@@ -21,7 +21,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -35,6 +34,7 @@ from vigil.installer import ops
 from vigil.installer.deploy import DeployPlan, PlaybookRun, RunResult
 from vigil.tui.screens._base import VigilScreen
 from vigil.tui.session import Outcome, perform
+from vigil.tui.untrusted import plain, plain_lines
 from vigil.tui.widgets import EventRelay, ResultLine, to_ui
 from vigil.tui.widgets.deploy import COLUMNS, DeployBoard, HostGrid, HostRow
 
@@ -374,7 +374,7 @@ class DeployScreen(VigilScreen):
     def _move_planned(self, out: ops.Outcome) -> None:
         self.outcome = out
         lines = ops.upgrade_plan_lines(out.changes, out.target, out.files, out.files_unknown)
-        self.query_one("#plan", Static).update("\n".join(lines))
+        self.query_one("#plan", Static).update(plain_lines(lines))
         self.query_one("#result", ResultLine).info(
             f"planned ({len(lines) - 1} lines): ctrl+y runs the {self.action}, ctrl+n discards"
         )
@@ -390,7 +390,7 @@ class DeployScreen(VigilScreen):
 
     def _step(self, event: ops.Event) -> None:
         if isinstance(event, ops.Step):
-            self.query_one("#log", RichLog).write(event.text)
+            self.query_one("#log", RichLog).write(plain(event.text))
 
     def _moved(self, outcome: Outcome[ops.Outcome], plan_only: bool) -> None:
         self._drain()
@@ -405,7 +405,7 @@ class DeployScreen(VigilScreen):
         if plan_only:
             self.outcome = out
             lines = ops.upgrade_plan_lines(out.changes, out.target, out.files, out.files_unknown)
-            self.query_one("#plan", Static).update("\n".join(lines))
+            self.query_one("#plan", Static).update(plain_lines(lines))
         result.ok(f"OK: {self.action} {out.upgrade_id}: {ops.upgrade_outcome_message(out)}")
 
     def _buttons(self, *, planned: bool, running: bool) -> None:
@@ -416,7 +416,7 @@ class DeployScreen(VigilScreen):
 
     def _planned(self, plan: DeployPlan) -> None:
         self.plan = plan
-        self.query_one("#plan", Static).update("\n".join(plan_lines(plan)))
+        self.query_one("#plan", Static).update(plain_lines(plan_lines(plan)))
         self.query_one("#result", ResultLine).info("planned: ctrl+y deploys, ctrl+n discards")
         self._buttons(planned=True, running=False)
         self._reset_grid(plan.inventory.selected or plan.inventory.hosts)
@@ -480,8 +480,9 @@ class DeployScreen(VigilScreen):
             if len(lines) > LOG_MAX:
                 skipped = len(lines) - LOG_MAX
                 lines = [f"... {skipped} lines not drawn (all are in the run's artifacts)", *lines[-LOG_MAX:]]
-            self.query_one("#log", RichLog).write("\n".join(lines))
-        self.query_one("#status", Label).update(self.board.status_line(time.monotonic() - self._t0))
+            # Ansible's output holds what the hosts said: text, its control characters escaped
+            self.query_one("#log", RichLog).write(plain_lines(lines))
+        self.query_one("#status", Label).update(plain(self.board.status_line(time.monotonic() - self._t0)))
 
     def _render_rows(self, rows: list[HostRow]) -> None:
         grid = self.query_one("#grid", HostGrid)
@@ -490,5 +491,6 @@ class DeployScreen(VigilScreen):
             if self._shown.get(row.host) == shown:
                 continue
             self._shown[row.host] = shown
-            # cells as Text, never markup: a task name with brackets in it is shown as it is
-            grid.set_row(row.host, [Text(row.host, style=STATE_STYLE[row.state]), *map(Text, row.cells())])
+            # cells as Text, never markup: a task name with brackets in it is shown as it is, and
+            # the grid draws the text itself, so control characters are escaped here
+            grid.set_row(row.host, [plain(row.host, STATE_STYLE[row.state]), *map(plain, row.cells())])

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -30,6 +29,7 @@ from vigil.installer.deploy.runner import ping_hosts
 from vigil.tui.inventory import HostVars, read_host_vars
 from vigil.tui.screens._base import VigilScreen
 from vigil.tui.session import Session, perform
+from vigil.tui.untrusted import plain, plain_lines
 from vigil.tui.widgets import ResultLine, to_ui
 from vigil.tui.widgets.inventory import SharedVarsEditor
 
@@ -207,7 +207,7 @@ class InventoryScreen(VigilScreen):
         self._fill()
         inv = loaded.inventory
         groups = " ".join(f"{g}:{len(inv.groups.get(g, []))}" for g in KNOWN_GROUPS)
-        self.query_one("#counts", Label).update(groups)
+        self.query_one("#counts", Label).update(plain(groups))
         note = f"; limit selects {len(inv.selected)}" if len(inv.selected) != len(inv.hosts) else ""
         if failures:
             result.fail(failures)
@@ -216,7 +216,7 @@ class InventoryScreen(VigilScreen):
         lines = loaded.check.lines()[len(inv.groups) :]  # the argument specs' verdict and refusals
         lines.append("variables every host shares (ctrl+g edits group_vars/all.yml):")
         lines += [f"  {k} = {v}" for k, v in loaded.hostvars.common.items()] or ["  (none)"]
-        self.query_one("#vars", Static).update("\n".join(lines))
+        self.query_one("#vars", Static).update(plain_lines(lines))
 
     def _fill(self) -> None:
         if self.loaded is None:
@@ -229,12 +229,13 @@ class InventoryScreen(VigilScreen):
             for host in inv.groups.get(group, []):
                 reached = self.reached.get(host, "")
                 style = "green" if reached == "yes" else "bold red" if reached else ""
+                # the inventory's names and addresses, and what a host answered: text
                 table.add_row(
-                    group,
-                    host,
-                    addresses.get(host, ""),
-                    "yes" if host in inv.selected else "no",
-                    Text(reached, style=style),
+                    plain(group),
+                    plain(host),
+                    plain(addresses.get(host, "")),
+                    plain("yes" if host in inv.selected else "no"),
+                    plain(reached, style),
                     key=f"{group}/{host}",
                 )
 

@@ -26,6 +26,7 @@ from vigil.basics.errors import VigilError
 from vigil.installer.ops import SiteAccess, site_access
 from vigil.tui import overview
 from vigil.tui.screens._base import VigilScreen
+from vigil.tui.untrusted import plain
 from vigil.tui.widgets import ResultLine, to_ui
 
 #: the lab's monitoring host (docs/lab.md) and the ports of VictoriaMetrics and Alertmanager; a site
@@ -178,13 +179,17 @@ class OverviewScreen(VigilScreen):
             result.fail(snap.failures)
         else:
             result.info(f"read at {time.strftime('%H:%M:%S')}; {len(snap.alerts)} alerts firing")
-        self.query_one("#panels", Static).update("   ".join(f"{p.title} {p.text()}" for p in snap.panels))
+        self.query_one("#panels", Static).update(
+            plain("   ".join(f"{p.title} {p.text()}" for p in snap.panels))
+        )
         self.query_one("#util", Sparkline).data = snap.utilisation
+        # the labels are the cluster's: an account is whatever a Slurm user passed to --account
         energy = ", ".join(
             f"{a} {kwh:.1f} kWh" for a, kwh in sorted(snap.energy.items(), key=lambda x: -x[1])
         )
-        self.query_one("#energy", Static).update(f"GPU energy today: {energy}" if energy else "")
+        self.query_one("#energy", Static).update(plain(f"GPU energy today: {energy}" if energy else ""))
         table = self.query_one("#alerts", DataTable)
         table.clear()
         for a in snap.alerts:
-            table.add_row(a.severity, a.name, a.instance, a.job, a.user, a.account, a.since)
+            cells = (a.severity, a.name, a.instance, a.job, a.user, a.account, a.since)
+            table.add_row(*map(plain, cells))

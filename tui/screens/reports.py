@@ -24,6 +24,7 @@ from vigil.installer import ops
 from vigil.installer.reports import ReportStore, Stored, Verified
 from vigil.tui.screens._base import VigilScreen
 from vigil.tui.session import Outcome, perform
+from vigil.tui.untrusted import plain
 from vigil.tui.widgets import ResultLine, to_ui
 
 VM_ENV = "VIGIL_VM_URL"
@@ -255,7 +256,8 @@ class ReportsScreen(VigilScreen):
             result.fail(outcome.failures)
             return
         result.ok(generated_line(outcome.value))
-        self.query_one("#detail", Static).update(json.dumps(outcome.value.doc, indent=1, sort_keys=True))
+        doc = json.dumps(outcome.value.doc, indent=1, sort_keys=True)
+        self.query_one("#detail", Static).update(plain(doc, newlines=True))
         self.query_one("#file", Input).value = str(outcome.value.stored.json_path)
         self._list()
 
@@ -268,7 +270,7 @@ class ReportsScreen(VigilScreen):
             return
         self.entries = outcome.value
         for n, e in enumerate(self.entries):
-            table.add_row(*entry_row(e), key=str(n))
+            table.add_row(*map(plain, entry_row(e)), key=str(n))
         if self.entries:
             table.move_cursor(row=len(self.entries) - 1)
 
@@ -292,7 +294,7 @@ class ReportsScreen(VigilScreen):
             text = json.dumps(json.loads(data), indent=1, sort_keys=True, ensure_ascii=False)
         except ValueError:
             text = data.decode("utf-8", "replace")
-        self.query_one("#detail", Static).update(text)
+        self.query_one("#detail", Static).update(plain(text, newlines=True))  # a file's bytes: text
         self.query_one("#file", Input).value = str(stored.json_path)
 
     def _verified(self, outcome: Outcome[Verified]) -> None:

@@ -11,11 +11,16 @@ from textual.app import App
 from textual.widgets import Static
 
 from vigil.installer.ops import Bytes, Event
+from vigil.tui.untrusted import plain_lines
 
 
 class ResultLine(Static):
     """What the last action came to: ``OK: …`` in green, or the ``FAIL: …`` lines the CLI prints, in a
-    red box nobody can miss. Also plain information while something runs."""
+    red box nobody can miss. Also plain information while something runs.
+
+    A line often holds what the action was given or found (a bundle's file name, a host's answer):
+    it is shown as text, its control characters escaped (:mod:`vigil.tui.untrusted`); :attr:`lines`
+    keeps it as it was."""
 
     DEFAULT_CSS = """
     ResultLine { height: auto; max-height: 6; padding: 0 1; }
@@ -31,7 +36,7 @@ class ResultLine(Static):
     def _set(self, kind: str, lines: list[str]) -> None:
         self.lines = list(lines)
         self.set_classes(f"-{kind}")
-        self.update("\n".join(lines))
+        self.update(plain_lines(lines))
 
     def ok(self, line: str) -> None:
         self._set("ok", [line])

@@ -20,9 +20,9 @@ from vigil.tui import VigilApp
 from vigil.tui.widgets import ResultLine
 
 
-def rows(app: VigilApp) -> list[list[object]]:
+def rows(app: VigilApp) -> list[list[str]]:
     table = app.screen.query_one("#records", DataTable)
-    return [table.get_row_at(i) for i in range(table.row_count)]
+    return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ def test_verify_shows_ok_progress_and_the_inspection(signed: Signed) -> None:
         seen["result"] = result(app).text
         seen["classes"] = set(result(app).classes)
         table = app.screen.query_one("#components", DataTable)
-        seen["rows"] = [table.get_row_at(i) for i in range(table.row_count)]
+        seen["rows"] = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
         seen["summary"] = str(app.screen.query_one("#summary").render())
         seen["events"] = app.screen.events_shown  # type: ignore[attr-defined]
 

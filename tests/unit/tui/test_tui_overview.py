@@ -198,7 +198,7 @@ def test_the_screen_shows_panels_and_alerts(
         seen["panels"] = str(app.screen.query_one("#panels").render())
         seen["spark"] = list(app.screen.query_one("#util", Sparkline).data or [])
         table = app.screen.query_one("#alerts", DataTable)
-        seen["alerts"] = [table.get_row_at(i) for i in range(table.row_count)]
+        seen["alerts"] = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
 
     drive(tmp_path / "home", scenario, start="overview")
     assert seen["broken"] == [f"FAIL: {stub}/broken/api/v2/alerts: answer is not JSON"]

@@ -11,6 +11,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from vigil.bundle.catalog import Catalog, Lock
+from vigil.tui.untrusted import plain
 
 #: a licence longer than this is cut in the table (the whole text is in the lock and the SBOM)
 LICENCE_WIDTH = 28
@@ -63,7 +64,7 @@ def _size(n: int | None) -> str:
     raise AssertionError("unreachable")
 
 
-class ComponentTable(DataTable[str | Text]):
+class ComponentTable(DataTable[Text]):
     """One row per component; the state column follows the build's steps."""
 
     #: what matters most first: at 80 columns the licence is cut (the highlighted row says it whole)
@@ -88,7 +89,8 @@ class ComponentTable(DataTable[str | Text]):
         self._current = None
         for r in rows:
             licence = r.licence if len(r.licence) <= LICENCE_WIDTH else r.licence[: LICENCE_WIDTH - 1] + "…"
-            self.add_row(r.name, r.version, _size(r.size), "", licence, r.kind, key=r.name)
+            cells = (r.name, r.version, _size(r.size), "", licence, r.kind)
+            self.add_row(*map(plain, cells), key=r.name)
 
     def detail(self, index: int) -> str:
         """The row at INDEX in one line, its licence whole."""

@@ -17,6 +17,7 @@ from textual.widgets import Button, Footer, Label, TextArea
 from vigil.installer import ops
 from vigil.installer.deploy.inventory import SharedVars
 from vigil.tui.session import Outcome, Session, perform
+from vigil.tui.untrusted import plain
 from vigil.tui.widgets import ResultLine, to_ui
 
 
@@ -48,7 +49,7 @@ class SharedVarsEditor(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(f"{self.current.path} (every host's variables)", id="vars-path", markup=False)
+            yield Label(plain(f"{self.current.path} (every host's variables)"), id="vars-path")
             yield TextArea(self.current.text, id="vars-text", show_line_numbers=True, tab_behavior="indent")
             yield ResultLine(id="vars-result")
             with Horizontal(classes="row"):
