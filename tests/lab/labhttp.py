@@ -59,8 +59,8 @@ def get_json(url: str, timeout: float = 20) -> Any:
 
 def query(expr: str, *, at: float | None = None, nocache: bool = False) -> list[dict[str, Any]]:
     """An instant query; fails the test on any error the server reports. ``nocache``: answered as of
-    the time asked for, even within VictoriaMetrics' -search.latencyOffset (30 s) of now, which it
-    otherwise moves back to now - 30 s."""
+    the time asked for, even within VictoriaMetrics' -search.latencyOffset of now (10 s in the lab),
+    which it otherwise moves back to now - 10 s."""
     params = {"query": expr}
     if at is not None:
         params["time"] = f"{at:.3f}"

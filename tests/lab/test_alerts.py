@@ -39,17 +39,17 @@ pytestmark = pytest.mark.lab
 KEY = ("alertname", "severity", "instance", "job", "gpu", "hpc_job", "user", "account")
 #: the lab inventory's timings (installer/lab/inventory.py): scrapes every 10 s, the rule groups
 #: (all but the accounting ones) evaluated every 10 s, every `for:` capped at 20 s; VictoriaMetrics
-#: answers vmalert's queries as of 30 s ago (-search.latencyOffset, docs/lab.md "Fault to alert")
-SCRAPE_S, EVAL_S, FOR_S, OFFSET_S = 10, 10, 20, 30
+#: answers vmalert's queries as of 10 s ago (-search.latencyOffset, docs/lab.md "Fault to alert")
+SCRAPE_S, EVAL_S, FOR_S, OFFSET_S = 10, 10, 20, 10
 #: a cause to its alert at Alertmanager, at the longest: the next scrape (10), the offset and the
-#: first evaluation whose query time (vmalert aligns it to the interval) is past it (30 + 10), that
+#: first evaluation whose query time (vmalert aligns it to the interval) is past it (10 + 10), that
 #: evaluation running up to an interval after its query time (10), then `for:` (20; the alert fires
-#: at the evaluation `for:` after the one that made it pending, and is sent at once): 80 s. An alert
+#: at the evaluation `for:` after the one that made it pending, and is sent at once): 60 s. An alert
 #: on a recorded series (GpuEccDoubleBitError and GpuXidError read vigil_gpu_aggregates' series)
-#: first waits for the recording group in the same way (another offset and evaluation, 30 + 10): 120 s
+#: first waits for the recording group in the same way (another offset and evaluation, 10 + 10): 80 s
 LONGEST_S = SCRAPE_S + (OFFSET_S + EVAL_S) * 2 + EVAL_S + FOR_S
 #: what has not shown within this after its cause will not: the longest path and two evaluations
-#: more for a loaded 2-core machine (140 s)
+#: more for a loaded 2-core machine (100 s)
 SETTLE_S = LONGEST_S + 2 * EVAL_S
 #: the thermal fault's last change: the simulator takes it up at its next read (a scrape, 10 s), then
 #: ramps 1 °C/s from 68 °C (busy) to its 97 °C ceiling (29 s)

@@ -55,6 +55,8 @@ def test_the_roles_ship_the_production_timings() -> None:
     assert (am["alertmanager_group_wait"], am["alertmanager_group_interval"]) == ("30s", "5m")
     assert am["alertmanager_repeat_interval"] == "4h"
     assert defaults("victoriametrics")["victoriametrics_scrape_interval"] == "30s"
+    # VictoriaMetrics' own -search.latencyOffset (30 s): no flag of the role's changes it
+    assert defaults("victoriametrics")["victoriametrics_extra_flags"] == []
 
 
 def test_a_deploy_with_the_defaults_keeps_the_shipped_rule_files() -> None:
@@ -72,6 +74,7 @@ def test_the_lab_inventory_sets_the_short_timings() -> None:
     assert {k: v for k, v in lab.items() if not k.startswith("redfish_")} == {
         "victoriametrics_scrape_interval": "10s",
         "victoriametrics_scrape_timeout": "5s",
+        "victoriametrics_extra_flags": ["-search.latencyOffset=10s"],
         "vmalert_group_interval_cap": "10s",
         "vmalert_evaluation_interval": "10s",
         "vmalert_alert_duration_cap": "20s",
