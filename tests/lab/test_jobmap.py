@@ -365,8 +365,8 @@ def test_mig_jobs_tag_their_instances_and_contention_shows(lab, deployed_stack, 
         assert {x["metric"]["account"] for x in hits} == {"physics", "chemistry"}
         # NVML has no utilisation on a MIG GPU: no sample of it since the first one in MIG mode. Read by
         # the samples' own times: an instant query may still show the last one from before the
-        # restart (VictoriaMetrics answers a query that recent as of its latency offset ago, and keeps a series
-        # for up to 5 min unless a staleness mark ended it), which says nothing about MIG mode.
+        # restart (VictoriaMetrics answers a query that recent as of its latency offset ago, and keeps
+        # a series for up to 5 min unless a staleness mark ended it), which says nothing about MIG mode.
         window = f"[{int(time.time() - restarted) + 60}s]"
         first_mig = query(
             f'min(tfirst_over_time(DCGM_FI_PROF_DRAM_ACTIVE{{instance="gpu01",gpu="2",GPU_I_ID!=""}}{window}))',

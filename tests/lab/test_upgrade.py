@@ -101,7 +101,8 @@ def _status(stack: DeployedStack, lab: Lab) -> dict[str, Any]:
 def _every_target_up_after(t0: float) -> None:
     """Every scrape target scraped since T0 (the run's end) and up. A query for ``up == 0`` asked
     at once would see the scrapes taken while the run restarted the exporters (and, without
-    ``nocache``, VictoriaMetrics answers as of its latency offset ago): wait for a scrape of each target after T0."""
+    ``nocache``, VictoriaMetrics answers as of its latency offset ago): wait for a scrape of each
+    target after T0."""
     labhttp.wait_for(
         "every target scraped after the run",
         lambda: labhttp.query(f"timestamp(up) <= {t0:.3f}", nocache=True) == [],
