@@ -18,18 +18,7 @@ from vigil.installer.lab.inventory import inventory_data
 from vigil.installer.lab.paths import LabPaths
 
 ROLES = rulekit.REPO / "roles"
-SHIPPED_INTERVALS = {
-    "vigil_targets": "30s",
-    "vigil_nodes": "30s",
-    "vigil_slurm": "30s",
-    "vigil_gpu_aggregates": "30s",
-    "vigil_gpu_alerts": "30s",
-    "vigil_redfish": "30s",
-    "vigil_certificates": "1m",
-    "vigil_accounting": "1m",
-    "vigil_accounting_30d": "5m",
-    "vigil_accounts": "5m",
-}
+SHIPPED_INTERVALS = rulekit.SHIPPED_INTERVALS
 ACCOUNTING = {"vigil_accounting", "vigil_accounting_30d", "vigil_accounts"}
 
 

@@ -196,3 +196,18 @@ def complete(test_file: Path, rule_files: list[Path], dest: Path) -> tuple[Path,
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([PROMTOOL, *args], capture_output=True, text=True, timeout=300, check=False)
+
+
+#: every shipped rule group's `interval:`, as the files under roles/vmalert/files/rules/ set it
+SHIPPED_INTERVALS = {
+    "vigil_targets": "30s",
+    "vigil_nodes": "30s",
+    "vigil_slurm": "30s",
+    "vigil_gpu_aggregates": "30s",
+    "vigil_gpu_alerts": "30s",
+    "vigil_redfish": "30s",
+    "vigil_certificates": "1m",
+    "vigil_accounting": "1m",
+    "vigil_accounting_30d": "5m",
+    "vigil_accounts": "5m",
+}

@@ -111,18 +111,7 @@ def test_group_params_that_cannot_be_placed_are_refused(text: str, params: dict,
 # --- rule group intervals (`vmalert_group_interval_cap`) ---------------------------------------------
 
 KEPT = yaml.safe_load((rulekit.ROLE / "vars" / "main.yml").read_text())["_vmalert_interval_kept_groups"]
-SHIPPED_INTERVALS = {
-    "vigil_targets": "30s",
-    "vigil_nodes": "30s",
-    "vigil_slurm": "30s",
-    "vigil_gpu_aggregates": "30s",
-    "vigil_gpu_alerts": "30s",
-    "vigil_redfish": "30s",
-    "vigil_certificates": "1m",
-    "vigil_accounting": "1m",
-    "vigil_accounting_30d": "5m",
-    "vigil_accounts": "5m",
-}
+SHIPPED_INTERVALS = rulekit.SHIPPED_INTERVALS
 ACCOUNTING_FILES = ("vigil-accounting.yml", "vigil-accounts.yml")
 
 
