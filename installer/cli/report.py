@@ -1,4 +1,4 @@
-"""`vigil report` subcommands: usage, energy, list, show, verify, export."""
+"""`vigil report` subcommands: usage, energy, close, list, show, verify, export."""
 
 from __future__ import annotations
 
@@ -103,6 +103,35 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     energy.add_argument("--strict", action="store_true", help="fail when a mandatory field is missing")
     _vm_option(energy)
     energy.set_defaults(func=energy_handler, action="report.energy")
+
+    close = rsub.add_parser(
+        "close",
+        help="sign and store the meter closing of months that ended",
+        description="A month's meter closing: each site.yaml meter's counter increase over the month "
+        "(resets counted), its coverage, and the GPUs' energy and GPU-hours per account, signed and stored "
+        "like the reports, so that the yearly energy report survives VictoriaMetrics' retention. Without "
+        "--month, every month that ended within the retention window and has no closing yet (what "
+        "`vigil report energy` also does first; run it monthly from a timer). See docs/reports.md.",
+    )
+    close.add_argument(
+        "--month",
+        metavar="YYYY-MM",
+        action="append",
+        help="close this month (it must be over), again if it was closed before; repeat for several",
+    )
+    close.add_argument(
+        "--site",
+        type=Path,
+        metavar="FILE",
+        help="site.yaml whose meters to close (default: the one the last energy report or closing used)",
+    )
+    close.add_argument(
+        "--vm",
+        metavar="URL",
+        default=os.environ.get("VIGIL_VM_URL"),
+        help="VictoriaMetrics to read (default as for `vigil report usage`)",
+    )
+    close.set_defaults(func=close_handler, action="report.close")
 
     lst = rsub.add_parser(
         "list",
@@ -212,6 +241,18 @@ def energy_table(doc: dict[str, Any]) -> list[str]:
         lines.append(f"  {key:<30} {_fmt(item['value']):>16} {item['unit']}")
     if doc["missing"]:
         lines.append("missing: " + ", ".join(m["field"] for m in doc["missing"]))
+    months = doc.get("months")
+    if months:
+        closed = sum(1 for m in months["sources"] if m["source"] == "closing")
+        lines.append(
+            f"months: {len(months['sources']) - closed - len(months['missing'])} from samples, "
+            f"{closed} from closings, {len(months['missing'])} without data"
+            + (f" ({', '.join(months['missing'])})" if months["missing"] else "")
+        )
+        for d in months["differences"]:
+            lines.append(
+                f"  {d['month']} {d['what']}: samples {d['samples_kwh']} kWh, closing {d['closing_kwh']} kWh"
+            )
     return lines
 
 
@@ -222,6 +263,19 @@ def energy_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
             inv, year=args.year, site=args.site, vm=args.vm, strict=args.strict, timezone=args.timezone
         )
     return _finish(gen, formats, energy_table(gen.doc))
+
+
+def close_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
+    with showing_progress(inv, steps="... ", bars=False):
+        closed = ops.report_close(inv, site=args.site, months=args.month, vm=args.vm)
+    for s in closed:
+        state = "stored" if s.new else "already stored (same data)"
+        ok(f"closing {s.label}", f"sha256 {s.sha256}, {state}")
+    if not closed:
+        ok("closing", "nothing to close (every month that ended has its closing, or has no samples)")
+    for s in closed:
+        print(s.json_path)
+    return 0
 
 
 def list_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:

@@ -62,6 +62,7 @@ from vigil.installer.ops.pki import (
 )
 from vigil.installer.ops.report import (
     Generated,
+    report_close,
     report_energy,
     report_export,
     report_list,
@@ -129,6 +130,7 @@ __all__ = [
     "plan_deploy",
     "read_shared_vars",
     "record",
+    "report_close",
     "report_energy",
     "report_export",
     "report_list",

@@ -4,12 +4,14 @@ verify and export them (docs/reports.md)."""
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from vigil.basics.bounded import load_json
 from vigil.basics.errors import UsageError
 from vigil.installer.access import SiteAccess, site_access
 from vigil.installer.audit import AuditError, AuditLog
@@ -18,7 +20,6 @@ from vigil.installer.reports import (
     ReportInputError,
     ReportStore,
     Stored,
-    Usage,
     Verified,
     VictoriaMetrics,
     clip_to_now,
@@ -31,13 +32,29 @@ from vigil.installer.reports import (
     load_site,
     parse_period,
     parse_range,
-    read_meter,
     report_key,
     usage_document,
     verify_file,
     year_period,
 )
-from vigil.installer.reports.period import Period
+from vigil.installer.reports.closing import (
+    KIND as CLOSING,
+)
+from vigil.installer.reports.closing import (
+    Closing,
+    assemble,
+    closing_document,
+    ended_months,
+    has_samples,
+    parse_closing,
+    read_month,
+    remember_site,
+    remembered_site,
+)
+from vigil.installer.reports.errors import ReportError
+from vigil.installer.reports.period import Period, in_progress_end
+from vigil.installer.reports.site import Site
+from vigil.installer.reports.store import JSON_NAME
 
 DEFAULT_VM_PORT = 8428
 
@@ -176,51 +193,128 @@ def report_energy(
     inv.object = f"energy {p.label}"
     client = victoriametrics(inv.home, vm)
     inv.details.update(period=p.label, site=str(site), vm=client.url, strict=strict)
-    readings = {}
-    for name, meters in parsed.meters.items():
-        readings[name] = [
-            read_meter(client, meter, p, where=f"{site}: meters.{name}[{i}]", progress=inv.step)
-            for i, meter in enumerate(meters)
-        ]
-    gpu, monthly, gpu_note = _gpu_by_month(client, p, inv)
+    store = ReportStore(inv.home)
+    if p.timezone == parsed.timezone:
+        # close the months that ended since the last report: their samples will not last
+        closed = close_months(inv, client, parsed, now=now)
+        inv.details["closed"] = [c.label for c in closed]
+    closings = stored_closings(store, parsed, p.timezone)
+    year_data = assemble(client, parsed, p, closings, progress=inv.step)
     doc = energy_document(
         site=parsed,
         fields=fields,
         period=p,
-        readings=readings,
-        gpu=gpu,
-        gpu_monthly_joules=monthly,
-        gpu_note=gpu_note,
+        readings=year_data.readings,
+        gpu=year_data.gpu,
+        gpu_monthly_joules=year_data.gpu_monthly_joules,
+        gpu_note=None if year_data.gpu is not None else f"no GPU data in {client.name} in {p.label}",
         vm_url=client.url,
+        year=year_data,
     )
     inv.details["missing"] = [m["field"] for m in doc["missing"]]
-    if strict and doc["missing"]:
-        names = ", ".join(m["field"] for m in doc["missing"])
-        raise ReportInputError(str(site), f"--strict: mandatory fields missing: {names}; nothing was stored")
+    inv.details["missing_months"] = year_data.missing
+    if strict:
+        problems = []
+        if doc["missing"]:
+            problems.append("mandatory fields missing: " + ", ".join(m["field"] for m in doc["missing"]))
+        if year_data.missing:
+            problems.append("months without samples or a closing: " + ", ".join(year_data.missing))
+        if year_data.differences:
+            problems.append(
+                "samples and closings differ: "
+                + ", ".join(f"{d['month']} {d['what']}" for d in year_data.differences)
+            )
+        if not p.complete:
+            problems.append(f"the year {p.label} is not over")
+        if problems:
+            raise ReportInputError(str(site), f"--strict: {'; '.join(problems)}; nothing was stored")
     return _store(inv, doc, now)
 
 
-def _gpu_by_month(
-    client: VictoriaMetrics, p: Period, inv: Invocation
-) -> tuple[Usage | None, dict[str, float], str | None]:
-    """GPU energy per account over the year and every GPU's energy per month; a month without GPU
-    data counts as hours without data, a year without any gives None and why."""
-    total = Usage(p)
-    monthly: dict[str, float] = {}
-    seen = False
-    for month in p.months():
-        inv.step(f"GPU energy {month.label}")
-        try:
-            part = collect(client, month, jobs=False)
-        except ReportInputError:
-            total.hours_without_data += month.hours
+def stored_closings(store: ReportStore, site: Site, timezone: str) -> dict[str, Closing]:
+    """The newest stored closing of each month made for these meters in this time zone, each
+    checked against the appliance's report key before it is used."""
+    out: dict[str, Closing] = {}
+    entries = [e for e in store.entries() if e.get("kind") == CLOSING]
+    if not entries:
+        return out
+    key = report_key(store.dir, create=False)
+    for entry in entries:
+        path = store.objects / entry["sha256"] / JSON_NAME
+        verify_file(path, key.public)
+        doc = load_json(path.read_bytes(), str(path), error=ReportError)
+        closing = parse_closing(doc, entry["sha256"], site, timezone, str(path))
+        if closing is not None:
+            out[closing.label] = closing
+    return out
+
+
+def close_months(
+    inv: Invocation,
+    client: VictoriaMetrics,
+    site: Site,
+    *,
+    months: list[Period] | None = None,
+    now: float | None = None,
+) -> list[Stored]:
+    """Close ``months`` (default: every whole month of the retention window that ended and has no
+    closing for these meters yet): read, sign and store each one that has samples."""
+    store = ReportStore(inv.home)
+    if months is None:
+        have = stored_closings(store, site, site.timezone)
+        months = [m for m in ended_months(site.timezone, _now(now)) if m.label not in have]
+    out = []
+    for month in months:
+        inv.step(f"closing {month.label}")
+        meters, gpu = read_month(client, site, month, progress=inv.step)
+        if not has_samples(meters) and gpu is None:
             continue
-        seen = True
-        monthly[month.label] = part.cluster_joules
-        total.merge(part)
-    if not seen:
-        return None, {}, f"no GPU data in {client.name} in {p.label}"
-    return total, monthly, None
+        doc = closing_document(site=site, month=month, meters=meters, gpu=gpu, vm_url=client.url)
+        out.append(store.add(doc, generated_at=_generated_at(now)))
+    if store.dir.is_dir():
+        remember_site(store.dir, site)
+    return out
+
+
+def report_close(
+    inv: Invocation,
+    *,
+    site: Path | None = None,
+    months: list[str] | None = None,
+    vm: str | None = None,
+    now: float | None = None,
+) -> list[Stored]:
+    """``report.close``: sign and store the meter closing of each of ``months`` (months that are
+    over), or of every month that ended within the retention window and has none yet. The meters
+    come from ``site``, or from the site.yaml the last energy report or closing used."""
+    if site is not None:
+        parsed = load_site(site, field_list())
+    else:
+        remembered = remembered_site(ReportStore(inv.home).dir)
+        if remembered is None:
+            raise ReportInputError(
+                "--site", "not given, and no site.yaml was used here before; give --site FILE"
+            )
+        parsed = remembered
+    inv.object = f"closing {','.join(months) if months else 'due'}"
+    periods = None
+    if months:
+        periods = []
+        for month in months:
+            if not re.fullmatch(r"\d{4}-\d{2}", month):
+                raise ReportInputError(f"--month {month}", "give one month YYYY-MM")
+            p = parse_period(month, parsed.timezone)
+            if p.end > in_progress_end(_now(now)):
+                raise ReportInputError(
+                    f"--month {month}", "is not over yet; a month is closed once it has ended"
+                )
+            periods.append(p)
+    client = victoriametrics(inv.home, vm)
+    inv.details.update(site=str(parsed.path), vm=client.url, months=months)
+    closed = close_months(inv, client, parsed, months=periods, now=now)
+    inv.details["closed"] = [c.label for c in closed]
+    inv.details["sha256"] = [c.sha256 for c in closed]
+    return closed
 
 
 def _store(inv: Invocation, doc: dict[str, Any], now: float | None) -> Generated:

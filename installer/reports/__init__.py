@@ -14,7 +14,7 @@ This is a domain package: it imports vigil.basics and vigil.bundle (minisign sig
 
 from vigil.installer.reports.counters import Increase, counter_increase
 from vigil.installer.reports.documents import energy_document, load_allocations, usage_document
-from vigil.installer.reports.energy import MeterReading, read_meter
+from vigil.installer.reports.energy import MeterMonth, MeterReading, read_meter_month
 from vigil.installer.reports.errors import ReportError, ReportInputError, ReportVerifyError
 from vigil.installer.reports.export import export_report
 from vigil.installer.reports.fields import FieldList, field_list
@@ -31,6 +31,7 @@ __all__ = [
     "UNITS",
     "FieldList",
     "Increase",
+    "MeterMonth",
     "MeterReading",
     "Period",
     "ReportError",
@@ -54,7 +55,7 @@ __all__ = [
     "load_site",
     "parse_period",
     "parse_range",
-    "read_meter",
+    "read_meter_month",
     "render_csv",
     "report_key",
     "usage_document",

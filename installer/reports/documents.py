@@ -161,7 +161,9 @@ def energy_document(
     gpu_monthly_joules: dict[str, float],
     gpu_note: str | None,
     vm_url: str,
+    year: Any = None,
 ) -> dict[str, Any]:
+    """``year``: the months' sources (a :class:`vigil.installer.reports.closing.Year`), if known."""
     missing: list[dict[str, str]] = []
     information = {}
     for f in fields.information:
@@ -252,7 +254,7 @@ def energy_document(
             "raw_hours": gpu.raw_hours,
             "hours_without_data": gpu.hours_without_data,
         }
-    return {
+    doc: dict[str, Any] = {
         "format": FORMAT,
         "kind": "energy",
         "generator": generator(),
@@ -266,3 +268,10 @@ def energy_document(
         "meters": meters,
         "operator": operator,
     }
+    if year is not None:
+        doc["months"] = {
+            "sources": year.months,
+            "missing": year.missing,
+            "differences": year.differences,
+        }
+    return doc

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vigil.installer.reports.counters import counter_increase
 from vigil.installer.reports.errors import ReportError, ReportInputError
-from vigil.installer.reports.period import Period, iso
+from vigil.installer.reports.period import Period
 from vigil.installer.reports.site import Meter
 from vigil.installer.reports.vm import VictoriaMetrics
 
@@ -30,45 +29,32 @@ class MeterReading:
         return sum(self.monthly_kwh.values())
 
 
-def read_meter(
-    vm: VictoriaMetrics,
-    meter: Meter,
-    period: Period,
-    *,
-    where: str,
-    progress: Callable[[str], None] | None = None,
-) -> MeterReading:
-    """The meter's kWh in each month of ``period`` (every series the selector matches, summed).
+@dataclass
+class MeterMonth:
+    """One meter over one month, read from its samples (or taken from a meter closing)."""
 
-    A selector VictoriaMetrics refuses, or one that matches no sample in the period, is refused
-    naming ``where`` (``site.yaml: meters.it_energy[0]``): a meter without data is not a zero.
-    """
-    reading = MeterReading(meter)
-    names: set[str] = set()
-    for month in period.months():
-        if progress is not None:
-            progress(f"{where}: {month.label}")
-        try:
-            found = vm.export(meter.selector, month.start - LOOKBACK_S, month.end)
-        except ReportError as exc:
-            if "HTTP 4" in exc.reason:
-                raise ReportInputError(f"{where}.selector", f"{vm.name} refused it: {exc.reason}") from None
-            raise
-        kwh = 0.0
-        covered = 0.0
-        for labels, samples in found:
-            inc = counter_increase(samples, month.start, month.end)
-            if inc.covered_s > 0:
-                names.add(repr(sorted(labels.items())))
-            kwh += inc.value * meter.kwh_per_unit
-            reading.resets += inc.resets
-            covered = max(covered, inc.covered_s)
-        reading.covered_s += covered
-        reading.monthly_kwh[month.label] = kwh
-    reading.series = len(names)
-    if not names:
-        raise ReportInputError(
-            where,
-            f"{meter.selector} has no samples in {vm.name} between {iso(period.start)} and {iso(period.end)}",
-        )
-    return reading
+    kwh: float = 0.0
+    resets: int = 0
+    covered_s: float = 0.0
+    series: int = 0
+
+
+def read_meter_month(vm: VictoriaMetrics, meter: Meter, month: Period, *, where: str) -> MeterMonth:
+    """The meter's kWh over ``month`` from its samples (every series the selector matches, summed);
+    a month without samples gives zero coverage, never an error. A selector VictoriaMetrics refuses
+    is refused naming ``where`` (``site.yaml: meters.it_energy[0]``)."""
+    try:
+        found = vm.export(meter.selector, month.start - LOOKBACK_S, month.end)
+    except ReportError as exc:
+        if "HTTP 4" in exc.reason:
+            raise ReportInputError(f"{where}.selector", f"{vm.name} refused it: {exc.reason}") from None
+        raise
+    out = MeterMonth()
+    for _labels, samples in found:
+        inc = counter_increase(samples, month.start, month.end)
+        if inc.covered_s > 0:
+            out.series += 1
+        out.kwh += inc.value * meter.kwh_per_unit
+        out.resets += inc.resets
+        out.covered_s = max(out.covered_s, inc.covered_s)
+    return out

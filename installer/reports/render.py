@@ -70,5 +70,28 @@ def energy_csv(doc: dict[str, Any]) -> bytes:
     return _csv(rows)
 
 
+def closing_csv(doc: dict[str, Any]) -> bytes:
+    """A meter closing: one row per meter, then the GPUs' energy and GPU-hours per account and user."""
+    label = doc["period"]["label"]
+    rows: list[list[Any]] = [["month", "what", "selector", "unit", "kwh", "resets", "covered_s", "coverage"]]
+    for name, meters in doc["meters"].items():
+        for i, m in enumerate(meters):
+            what = f"meters.{name}[{i}]"
+            rows.append(
+                [label, what, m["selector"], m["unit"], m["kwh"], m["resets"], m["covered_s"], m["coverage"]]
+            )
+    gpu = doc.get("gpu")
+    if gpu is not None:
+        rows.append([label, "gpu", "", "", gpu["gpu_energy_kwh"], "", "", ""])
+        rows.append([])
+        rows.append(["month", "account", "user", "gpu_hours", "gpu_energy_kwh"])
+        for r in gpu["by_account_user"]:
+            rows.append([label, r["account"], r["user"], r["gpu_hours"], r["gpu_energy_kwh"]])
+    return _csv(rows)
+
+
 def render_csv(doc: dict[str, Any]) -> bytes:
-    return usage_csv(doc) if doc.get("kind") == "usage" else energy_csv(doc)
+    kind = doc.get("kind")
+    if kind == "closing":
+        return closing_csv(doc)
+    return usage_csv(doc) if kind == "usage" else energy_csv(doc)

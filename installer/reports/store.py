@@ -8,7 +8,7 @@
         report.json                canonical JSON (0444)
         report.json.minisig        minisign signature of report.json
         report.csv, report.csv.minisig
-        report.pdf, report.pdf.minisig  (reports stored before the PDF rendering have none)
+        report.pdf, report.pdf.minisig  (none for meter closings, or reports stored before the PDF)
       index.jsonl                  one line per generation, appended (O_APPEND), never rewritten
 
 A report's directory is written under ``objects/.stage-*`` and renamed into place, so it is there
@@ -123,10 +123,10 @@ class ReportStore:
             JSON_NAME: data,
             JSON_NAME + SIG_SUFFIX: key.sign_minisig(data, trusted_comment=comment).to_text().encode(),
         }
-        for name, what, content in (
-            (CSV_NAME, "csv", render_csv(signed)),
-            (PDF_NAME, "pdf", render_pdf(signed)),
-        ):
+        renderings = [(CSV_NAME, "csv", render_csv(signed))]
+        if kind != "closing":  # a meter closing is figures for the yearly report, not for reading
+            renderings.append((PDF_NAME, "pdf", render_pdf(signed)))
+        for name, what, content in renderings:
             files[name] = content
             rendering = f"vigil {kind} report {label} {what} of sha256:{digest}"
             files[name + SIG_SUFFIX] = key.sign_minisig(content, trusted_comment=rendering).to_text().encode()

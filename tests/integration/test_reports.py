@@ -763,3 +763,152 @@ def test_energy_report_counts_meter_resets_and_names_what_is_missing(
         .splitlines()[-1]
         .startswith(f"FAIL: {site}: meters.total_energy[0]: no_such_meter_total")
     )
+
+
+# --- monthly closings: the year survives retention ---------------------------------------------------------
+
+#: where the store's retention cut the samples in the closing test: January to early October are gone
+CUT = ts("2025-10-10T00:00:00")
+
+
+def cut(lines: Iterator[dict[str, Any]], at: int) -> Iterator[dict[str, Any]]:
+    """The lines' samples at or after ``at`` only: what a store with retention would still hold."""
+    for line in lines:
+        keep = [i for i, t in enumerate(line["timestamps"]) if t >= at * 1000]
+        if keep:
+            yield {
+                "metric": line["metric"],
+                "values": [line["values"][i] for i in keep],
+                "timestamps": [line["timestamps"][i] for i in keep],
+            }
+
+
+def months_2025() -> list[str]:
+    return [f"--month=2025-{m:02d}" for m in range(1, 13)]
+
+
+def year_figures(doc: dict[str, Any]) -> dict[str, float]:
+    out = {k: v["value"] for k, v in doc["kpis"].items() if v["source"] == "measured"}
+    for row in doc["operator"]["monthly"]:
+        for key, value in row.items():
+            if key != "month":
+                out[f"{row['month']} {key}"] = value
+    for a in doc["operator"]["gpu"]["gpu_energy_kwh_by_account"]:
+        out[f"gpu {a['account']}"] = a["gpu_energy_kwh"]
+    return out
+
+
+@pytest.fixture
+def retention_vm(vm_binary: Path, tmp_path: Path) -> Iterator[VM]:
+    vm = VM(vm_binary, tmp_path / "retention")
+    try:
+        vm.load(raw_lines())
+        vm.load(meter_lines())
+        yield vm
+    finally:
+        vm.stop()
+
+
+def test_the_year_built_from_closings_after_retention_equals_the_year_from_samples(
+    retention_vm: VM, home: Path, tmp_path: Path
+) -> None:
+    vm = retention_vm
+    site = tmp_path / "site.yaml"
+    site.write_text(SITE)
+    res = vigil(home, "report", "close", "--site", str(site), "--vm", vm.url, *months_2025())
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("OK: closing 2025-") == 12
+    closing = json.loads(Path(res.stdout.strip().splitlines()[-1]).read_bytes())
+    assert closing["kind"] == "closing" and closing["period"]["label"] == "2025-12"
+    assert closing["meters"]["total_energy"][0]["kwh"] == pytest.approx(DC_KW * 31 * 24, rel=1e-6)
+    # a second appliance closed every month but February
+    other = tmp_path / "home2"
+    months = [m for m in months_2025() if m != "--month=2025-02"]
+    assert vigil(other, "report", "close", "--site", str(site), "--vm", vm.url, *months).returncode == 0
+    # the year from the samples, each month checked against its closing
+    before, _ = report(home, "energy", "--year", "2025", "--site", str(site), "--vm", vm.url)
+    assert [m["source"] for m in before["months"]["sources"]] == ["samples"] * 12
+    assert {m["check"] for m in before["months"]["sources"]} == {"agrees"}
+    assert before["months"]["missing"] == [] and before["months"]["differences"] == []
+
+    # retention: every sample before CUT is gone (the series deleted and loaded again from CUT on)
+    http(
+        f"{vm.url}/api/v1/admin/tsdb/delete_series?match[]="
+        + urllib.parse.quote('{__name__=~"site_.*|DCGM_.*|slurm_job_info"}'),
+        data=b"",
+        timeout=60,
+    )
+    vm.load(cut(raw_lines(), CUT))
+    vm.load(cut(meter_lines(), CUT))
+    after, path = report(home, "energy", "--year", "2025", "--site", str(site), "--vm", vm.url)
+    sources = {m["month"]: m["source"] for m in after["months"]["sources"]}
+    assert [sources[f"2025-{m:02d}"] for m in range(1, 11)] == ["closing"] * 10  # October: cut inside it
+    assert sources["2025-11"] == sources["2025-12"] == "samples"
+    figures_before, figures_after = year_figures(before), year_figures(after)
+    assert figures_after.keys() == figures_before.keys()
+    for key, value in figures_before.items():  # closings keep kWh to 1 Wh: 12 roundings at most
+        assert figures_after[key] == pytest.approx(value, abs=0.02), key
+    assert (
+        subprocess.run(
+            ["minisign", "-Vm", str(path), "-p", str(home / "reports/key/report.pub")],
+            capture_output=True,
+            check=False,
+        ).returncode
+        == 0
+    )
+
+    # a month without samples or a closing is named, and --strict fails on it
+    doc, _ = report(other, "energy", "--year", "2025", "--site", str(site), "--vm", vm.url)
+    assert doc["months"]["missing"] == ["2025-02"]
+    assert doc["kpis"]["total_energy_kwh"]["value"] == pytest.approx(DC_KW * (8760 - 28 * 24), rel=1e-4)
+    res = vigil(other, "report", "energy", "--year", "2025", "--site", str(site), "--vm", vm.url, "--strict")
+    assert res.returncode == 1
+    assert "months without samples or a closing: 2025-02" in res.stderr.strip().splitlines()[-1]
+
+
+def test_closings_of_other_meters_are_not_used_and_a_tampered_one_is_refused(
+    retention_vm: VM, home: Path, tmp_path: Path
+) -> None:
+    vm = retention_vm
+    site = tmp_path / "site.yaml"
+    site.write_text(SITE)
+    res = vigil(home, "report", "close", "--site", str(site), "--vm", vm.url, "--month=2025-12")
+    assert res.returncode == 0, res.stderr
+    december = Path(res.stdout.strip().splitlines()[-1]).parent.name
+    # a month not over yet is not closed
+    res = vigil(home, "report", "close", "--site", str(site), "--vm", vm.url, "--month=2099-01")
+    assert res.returncode == 1 and "--month 2099-01: is not over yet" in res.stderr
+    # another site.yaml (other meters): the closing is not theirs
+    other_site = tmp_path / "other.yaml"
+    other_site.write_text(SITE.replace("unit: kWh", "unit: Wh"))
+    doc, _ = report(home, "energy", "--year", "2025", "--site", str(other_site), "--vm", vm.url)
+    assert december not in {m["closing"] for m in doc["months"]["sources"]}
+    assert doc["months"]["differences"] == []
+    # samples that disagree with the closing are listed (a second IT meter appeared in December)
+    vm.load(
+        cut(
+            (
+                {**line, "metric": {**line["metric"], "instance": "pdu2"}}
+                for line in meter_lines()
+                if line["metric"].get("circuit") == "it"
+            ),
+            ts("2025-12-01T00:00:00") - HOUR,
+        )
+    )
+    doc, _ = report(home, "energy", "--year", "2025", "--site", str(site), "--vm", vm.url)
+    assert [(d["month"], d["what"]) for d in doc["months"]["differences"]] == [
+        ("2025-12", "meters.it_energy[0]")
+    ]
+    # a closing changed in the store: the report refuses it in one line naming the file
+    entry = next(
+        e
+        for e in map(json.loads, (home / "reports/index.jsonl").read_text().splitlines())
+        if e["kind"] == "closing"
+    )
+    stored = home / "reports/objects" / entry["sha256"] / "report.json"
+    stored.chmod(0o644)
+    stored.write_bytes(stored.read_bytes().replace(b'"resets":0', b'"resets":7', 1))
+    res = vigil(home, "report", "energy", "--year", "2025", "--site", str(site), "--vm", vm.url)
+    assert res.returncode == 1
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"FAIL: {stored}:") and "signature" in last
