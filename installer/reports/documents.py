@@ -171,31 +171,40 @@ def energy_document(
             information[f.key] = {"value": site.information[f.key], "reference": f.reference}
         elif f.mandatory:
             missing.append({"field": f.key, "reference": f.reference})
+    point = "e_it_measurement_point"
+    if site.information.get(point) == "specified" and f"{point}_description" not in site.information:
+        ref = next(f.reference for f in fields.information if f.key == f"{point}_description")
+        missing.append({"field": f"{point}_description", "reference": ref})
     values: dict[str, float] = {}
     kpis: dict[str, Any] = {}
     for k in fields.kpis:
-        if k.source == "measured":
-            got = readings.get(k.meter or "")
-            if got is None:
-                if k.mandatory:
-                    missing.append(
-                        {"field": k.key, "reference": k.reference, "site_key": f"meters.{k.meter}"}
-                    )
-                continue
+        source = k.source
+        got = readings.get(k.meter or "") if k.source == "measured" else None
+        if got is not None:
             values[k.key] = sum(r.kwh for r in got)
-        else:
-            if k.key not in site.declared:
-                if k.mandatory:
-                    where = k.site_key or f"declared.{k.key}"
-                    missing.append({"field": k.key, "reference": k.reference, "site_key": where})
-                continue
+        elif k.key in site.declared and (k.source == "declared" or k.declarable):
             values[k.key] = site.declared[k.key]
+            source = "declared"
+        elif k.parts and all(p in site.declared for p in k.parts):
+            values[k.key] = sum(site.declared[p] for p in k.parts)
+            source = "declared: sum of " + " + ".join(k.parts)
+        else:
+            if k.mandatory:
+                if k.source == "measured":
+                    where = f"meters.{k.meter}" + (f" or declared.{k.key}" if k.declarable else "")
+                else:
+                    where = k.site_key or f"declared.{k.key}"
+                missing.append({"field": k.key, "reference": k.reference, "site_key": where})
+            continue
         kpis[k.key] = {
             "value": fixed(values[k.key], "kwh" if k.unit == "kWh" else "declared"),
             "unit": k.unit,
-            "source": k.source,
+            "source": source,
             "reference": k.reference,
         }
+        if k.act_unit is not None:
+            kpis[k.key]["act_value"] = fixed(values[k.key] * k.act_factor, "declared")
+            kpis[k.key]["act_unit"] = k.act_unit
     indicators: dict[str, Any] = {}
     for ind in fields.indicators:
         entry: dict[str, Any] = {"unit": ind.unit, "reference": ind.reference, "formula": ind.title}

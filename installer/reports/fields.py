@@ -33,6 +33,13 @@ class Kpi:
     #: set here, else under `declared:`)
     meter: str | None = None
     site_key: str | None = None
+    #: measured, but may be declared under `declared:` when site.yaml names no meter for it
+    declarable: bool = False
+    #: the KPI is the sum of these (declared alone, it is their sum; with them, it must equal it)
+    parts: tuple[str, ...] = ()
+    #: the unit the act asks for, and the factor from ``unit`` to it (traffic: TB given, EB asked)
+    act_unit: str | None = None
+    act_factor: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -63,7 +70,10 @@ class FieldList:
 
     @property
     def declared_keys(self) -> tuple[str, ...]:
-        return tuple(k.key for k in self.kpis if k.source == "declared" and k.site_key is None)
+        """The keys site.yaml's `declared:` takes."""
+        return tuple(
+            k.key for k in self.kpis if (k.source == "declared" and k.site_key is None) or k.declarable
+        )
 
 
 @cache
@@ -90,6 +100,10 @@ def parse_field_list(doc: dict[str, Any]) -> FieldList:
             f["reference"],
             meter=f.get("meter"),
             site_key=f.get("site_key"),
+            declarable=bool(f.get("declarable", False)),
+            parts=tuple(f.get("parts", ())),
+            act_unit=f.get("act_unit"),
+            act_factor=float(f.get("act_factor", 1.0)),
         )
         for f in doc["kpis"]
     )
@@ -107,6 +121,9 @@ def parse_field_list(doc: dict[str, Any]) -> FieldList:
         for f in doc["indicators"]
     )
     keys = {k.key for k in kpis}
+    for k in kpis:
+        if any(part not in keys or part == k.key for part in k.parts):
+            raise ValueError(f"KPI {k.key}: a part is not another KPI")
     for ind in indicators:
         if ind.numerator not in keys or ind.denominator not in keys:
             raise ValueError(f"indicator {ind.key}: numerator or denominator is not a KPI")

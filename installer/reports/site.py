@@ -155,6 +155,14 @@ def parse_site(doc: Any, path: Path, fields: FieldList) -> Site:
                 raise bad(f"declared.{key}", f"unknown declared value (known: {', '.join(allowed)})")
             if value is not None:
                 site.declared[key] = _number(value, f"declared.{key}", bad)
+    for kpi in fields.kpis:
+        if kpi.parts and kpi.key in site.declared and all(p in site.declared for p in kpi.parts):
+            total = sum(site.declared[p] for p in kpi.parts)
+            if abs(site.declared[kpi.key] - total) > 1e-9 * max(1.0, total):
+                raise bad(
+                    f"declared.{kpi.key}",
+                    f"{site.declared[kpi.key]:.6g} is not the sum of {' + '.join(kpi.parts)} ({total:.6g})",
+                )
     meters = doc.get("meters")
     if meters is not None:
         if not isinstance(meters, dict):
@@ -167,6 +175,9 @@ def parse_site(doc: Any, path: Path, fields: FieldList) -> Site:
             if len(entries) > MAX_METERS:
                 raise bad(f"meters.{name}", f"more than {MAX_METERS} meters")
             site.meters[name] = [_meter(e, f"meters.{name}[{i}]", bad) for i, e in enumerate(entries)]
+    for kpi in fields.kpis:
+        if kpi.declarable and kpi.meter in site.meters and kpi.key in site.declared:
+            raise bad(f"declared.{kpi.key}", f"give meters.{kpi.meter} or declared.{kpi.key}, not both")
     return site
 
 

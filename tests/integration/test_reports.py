@@ -690,11 +690,26 @@ def test_live_vmalert_records_each_hour_over_exactly_the_hour_before_its_timesta
 SITE = """\
 name: HPC Centre North
 owner: Example University
+owner_contact: facilities@example.org
 operator: Example University Computing Centre
+operator_contact: dc-operations@example.org
 contact: dc-report@example.org
 location: Espoo, Finland
+lau_code: FI_049
 type: enterprise
+structure: structure
 start_of_operation: 2019-03-01
+redundancy_electrical_high_voltage: N
+redundancy_electrical_low_voltage: 2N
+redundancy_electrical_rack: 2N
+redundancy_cooling_room: N+1
+redundancy_cooling_rack: N
+it_power_metric: installed
+e_it_measurement_point: ups
+e_dc_measurement_point: main incomers A and B before the transfer switchgear, and the generator set
+wue_category: category-2
+grid_functions: none
+refrigerants: R-1234ze
 installed_it_power_kw: 800
 meters:
   it_energy:
@@ -704,10 +719,21 @@ meters:
     - selector: 'site_facility_energy_kwh_total'
       unit: kWh
 declared:
+  backup_generator_energy_kwh: 412
+  battery_capacity_to_grid_kw: 0
   water_input_m3: 5000
   potable_water_input_m3: 1200
   waste_heat_reused_kwh: 131400
-  renewable_energy_kwh: 657000
+  waste_heat_temperature_c: 31.5
+  intake_air_setpoint_c: 24
+  cooling_degree_days: 35
+  renewable_guarantees_of_origin_kwh: 600000
+  renewable_ppa_kwh: 50000
+  renewable_on_site_kwh: 7000
+  server_capacity: 185000
+  storage_capacity_pb: 42
+  incoming_bandwidth_gbps: 50
+  outgoing_bandwidth_gbps: 50
 """
 
 
@@ -722,6 +748,15 @@ def test_energy_report_counts_meter_resets_and_names_what_is_missing(
     assert kpis["it_energy_kwh"]["value"] == pytest.approx(IT_KW * 8760, rel=0.001)
     assert kpis["total_energy_kwh"]["value"] == pytest.approx(DC_KW * 8760, rel=1e-6)
     assert kpis["it_energy_kwh"]["source"] == "measured" and kpis["water_input_m3"]["source"] == "declared"
+    assert kpis["backup_generator_energy_kwh"] == {
+        "value": 412.0,
+        "unit": "kWh",
+        "source": "declared",
+        "reference": "Delegated Regulation (EU) 2024/1364 Annex II, point 1(d)",
+    }
+    assert kpis["renewable_energy_kwh"]["value"] == 657000
+    assert kpis["renewable_energy_kwh"]["source"].startswith("declared: sum of renewable_guarantees")
+    assert kpis["intake_air_setpoint_c"]["value"] == 24 and kpis["intake_air_setpoint_c"]["unit"] == "°C"
     assert all(k["reference"] for k in kpis.values())
     assert doc["meters"]["it_energy"][0]["resets"] == 1
     assert ind["pue"]["value"] == pytest.approx(1.3, rel=0.002)

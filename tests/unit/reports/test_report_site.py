@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -184,8 +185,58 @@ def test_every_field_has_a_reference_and_every_unit_is_known() -> None:
     assert all(i.reference for i in fields.indicators)
     assert {i.key for i in fields.indicators} == {"pue", "wue", "erf", "ref"}
     assert {"it_energy_kwh", "total_energy_kwh"} <= {k.key for k in fields.kpis}
-    assert set(fields.meters) == {"it_energy", "total_energy"}
+    assert set(fields.meters) == {"it_energy", "total_energy", "backup_generator_energy"}
     assert os.path.basename(__file__)  # the data file is read from the installed package, not the tree
+
+
+#: a reference names a point of an annex, an article, or says the texts do not ask for the field
+_POINT = re.compile(
+    r"(Delegated Regulation \(EU\) 2024/1364 (Annex (I|II|III), point \d?\(?[a-z0-9]\)?[(a-z)]*|Art\. \d)"
+    r"|Directive \(EU\) 2023/1791 (Annex VII\([abc]\)|Art\. 12)|not required by the texts)"
+)
+
+
+def test_every_reference_names_the_point_of_the_text_that_asks_for_it() -> None:
+    fields = field_list()
+    for f in (*fields.information, *fields.kpis, *fields.indicators):
+        assert _POINT.match(f.reference), (f.key, f.reference)
+    refs = {f.key: f.reference for f in (*fields.information, *fields.kpis, *fields.indicators)}
+    # the points read in the Official Journal's text (docs/reports.md, "Fields and references")
+    dr = "Delegated Regulation (EU) 2024/1364"
+    assert refs["lau_code"] == "Delegated Regulation (EU) 2024/1364 Annex I, point 1(c)"
+    assert refs["total_energy_kwh"].startswith("Delegated Regulation (EU) 2024/1364 Annex II, point 1(d)")
+    assert refs["backup_generator_energy_kwh"] == "Delegated Regulation (EU) 2024/1364 Annex II, point 1(d)"
+    assert refs["intake_air_setpoint_c"].startswith(f"{dr} Annex II, point 1(l)")
+    assert refs["pue"] == "Delegated Regulation (EU) 2024/1364 Art. 4 and Annex III, point (a)"
+    assert [f.key for f in fields.kpis if f.parts] == ["renewable_energy_kwh"]
+
+
+def test_renewable_energy_is_the_sum_of_its_parts_or_refused(tmp_path: Path) -> None:
+    parts = (
+        "declared:\n  renewable_guarantees_of_origin_kwh: 600000\n  renewable_ppa_kwh: 50000\n"
+        "  renewable_on_site_kwh: 7000\n"
+    )
+    site = load_site(write(tmp_path, "name: x\n" + parts + "  renewable_energy_kwh: 657000\n"))
+    assert site.declared["renewable_energy_kwh"] == 657000
+    with pytest.raises(ReportInputError) as err:
+        load_site(write(tmp_path, "name: x\n" + parts + "  renewable_energy_kwh: 700000\n"))
+    assert str(err.value) == (
+        f"{tmp_path / 'site.yaml'}: declared.renewable_energy_kwh: 700000 is not the sum of "
+        "renewable_guarantees_of_origin_kwh + renewable_ppa_kwh + renewable_on_site_kwh (657000)"
+    )
+
+
+def test_a_measured_kpi_that_may_be_declared_takes_a_meter_or_a_number_not_both(tmp_path: Path) -> None:
+    site = load_site(write(tmp_path, "declared:\n  backup_generator_energy_kwh: 1200\n"))
+    assert site.declared["backup_generator_energy_kwh"] == 1200
+    both = (
+        "declared:\n  backup_generator_energy_kwh: 1200\nmeters:\n  backup_generator_energy:\n"
+        "    - selector: 'genset_energy_kwh_total'\n      unit: kWh\n"
+    )
+    with pytest.raises(ReportInputError, match="give meters.backup_generator_energy or declared"):
+        load_site(write(tmp_path, both))
+    with pytest.raises(ReportInputError, match="unknown declared value"):
+        load_site(write(tmp_path, "declared:\n  it_energy_kwh: 5\n"))  # E_IT is measured, always
 
 
 def test_the_site_names_its_time_zone_or_is_refused_naming_the_key(tmp_path: Path) -> None:
@@ -203,3 +254,47 @@ def test_the_site_names_its_time_zone_or_is_refused_naming_the_key(tmp_path: Pat
         with pytest.raises(ReportInputError) as err:
             load_site(bad)
         assert str(err.value).startswith(f"{bad}: timezone: ") and reason in str(err.value)
+
+
+def test_the_report_gives_traffic_in_the_acts_unit_and_names_a_missing_measurement_point(
+    tmp_path: Path,
+) -> None:
+    from vigil.installer.reports import energy_document, year_period
+
+    site = load_site(
+        write(
+            tmp_path,
+            "e_it_measurement_point: specified\ndeclared:\n  incoming_traffic_tb: 1200\n"
+            "  backup_generator_energy_kwh: 0\n",
+        )
+    )
+    doc = energy_document(
+        site=site,
+        fields=field_list(),
+        period=year_period(2025),
+        readings={},
+        gpu=None,
+        gpu_monthly_joules={},
+        gpu_note="none",
+        vm_url="http://127.0.0.1:8428",
+    )
+    assert doc["kpis"]["incoming_traffic_tb"]["act_value"] == 0.0012
+    assert doc["kpis"]["incoming_traffic_tb"]["act_unit"] == "EB"
+    missing = {m["field"]: m for m in doc["missing"]}
+    assert "e_it_measurement_point_description" in missing and "backup_generator_energy_kwh" not in missing
+    assert missing["it_energy_kwh"]["site_key"] == "meters.it_energy"
+    assert missing["renewable_energy_kwh"]["site_key"] == "declared.renewable_energy_kwh"
+
+
+def test_the_documented_example_gives_every_mandatory_field(tmp_path: Path) -> None:
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "reports.md").read_text()
+    example = re.search(r"```yaml\n(name: HPC Centre North.*?)```", docs, re.S)
+    assert example is not None
+    site = load_site(write(tmp_path, example.group(1)))
+    fields = field_list()
+    given = set(site.information) | set(site.declared) | {f"meters.{m}" for m in site.meters}
+    for f in fields.information:
+        assert not f.mandatory or f.key in given, f.key
+    for k in fields.kpis:
+        if k.mandatory and k.key not in given and not (k.parts and all(p in given for p in k.parts)):
+            assert f"meters.{k.meter}" in given, k.key
