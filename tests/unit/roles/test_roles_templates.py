@@ -337,6 +337,11 @@ def test_the_certificate_scan_runs_hardened_as_root_over_the_configured_dirs(
         assert line in unit, line
     assert "ReadWritePaths=/var/lib/vigil/node_exporter/textfile" in unit
     assert not any(line.startswith("User=") for line in unit)  # root: it reads every host's certificates
+    # A run has a time bound, from the timer (systemd) and from the deploy (Ansible's task keyword).
+    assert "TimeoutStartSec=60" in unit
+    tasks = yaml.safe_load((ROLES / "node_exporter" / "tasks" / "run.yml").read_text())
+    (now,) = [t for t in tasks if "ansible.builtin.command" in t and "tls_expiry" in str(t)]
+    assert now["timeout"] == "{{ _node_exporter_tls_expiry_timeout }}"
     assert (
         "ExecStart=/usr/bin/python3 -I /usr/local/libexec/vigil/vigil-tls-expiry"
         " --textfile-dir /var/lib/vigil/node_exporter/textfile"
