@@ -38,6 +38,7 @@ import bcrypt
 
 from vigil.basics.atomic import write_file_atomic
 from vigil.basics.errors import VigilError
+from vigil.installer import pki
 
 #: the user name every exporter accepts and VictoriaMetrics sends
 SCRAPE_USER = "vigil-scrape"
@@ -116,6 +117,14 @@ def _read(path: Path, *, secret: bool) -> bytes | None:
     return data
 
 
+def _secrets_dir(home: Path) -> None:
+    """``secrets/`` private to this user, under the CA's rule (``pki.secrets_dir``)."""
+    try:
+        pki.secrets_dir(home)
+    except pki.PkiError as exc:
+        raise CredentialError(exc.obj, exc.reason) from None
+
+
 def _write(path: Path, data: bytes, mode: int) -> None:
     if path.is_symlink():
         raise CredentialError(str(path), "is a link; refusing to write through it")
@@ -136,15 +145,14 @@ def api_credential(home: Path, *, create: bool = True) -> Credential | None:
 def site_credential(home: Path, kind: str, *, create: bool = True) -> Credential | None:
     user = _USERS[kind]
     pw_file, bc_file, sha_file = _paths(home, kind)
-    secrets_dir = pw_file.parent
-    if secrets_dir.is_symlink():
-        raise CredentialError(str(secrets_dir), "is a link; the site's secrets must not lead elsewhere")
+    if pw_file.parent.is_symlink():
+        raise CredentialError(str(pw_file.parent), "is a link; the site's secrets must not lead elsewhere")
     made: list[str] = []
     password = _read(pw_file, secret=True)
     if password is None:
         if not create:
             return None
-        secrets_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _secrets_dir(home)
         password = "".join(secrets.choice(_ALPHABET) for _ in range(_LENGTH)).encode()
         _write(pw_file, password + b"\n", 0o600)
         made.append(pw_file.name)
@@ -190,6 +198,6 @@ def metrics_key(home: Path, *, create: bool = True) -> tuple[Path, bool] | None:
         return path, False
     if not create:
         return None
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _secrets_dir(home)
     _write(path, "".join(secrets.choice(_ALPHABET) for _ in range(_LENGTH)).encode() + b"\n", 0o600)
     return path, True

@@ -17,10 +17,14 @@ certificate is refused by TLS 1.2 clients and by older GnuTLS builds.
 
 Every file is written staged, then renamed; a path in the store that is a link, or a store or key
 that others can read, is refused: those are the places an attacker on the admin host would swap.
+``secrets/`` itself is made 0700 (whichever of ``pki`` and the deploy's credentials comes first);
+one that is a link, not this user's or writable by others is refused, and one only readable by
+others (the 0755 an earlier ``pki init`` left) is closed to 0700.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import re
@@ -111,11 +115,52 @@ class Status:
 # --- files -----------------------------------------------------------------------------------------
 
 
+def secrets_dir(home: Path) -> Path:
+    """``$VIGIL_HOME/secrets``, private to this user (see :func:`_secrets_dir`)."""
+    path = home / "secrets"
+    _secrets_dir(path)
+    return path
+
+
+def _secrets_dir(path: Path) -> None:
+    """``$VIGIL_HOME/secrets`` as a directory of this user, 0700: made so when missing, closed to
+    0700 when others may only read it, refused when it is a link, another user's or writable by
+    others (then anyone could have put files there)."""
+    if path.is_symlink():
+        raise PkiError(str(path), "is a link; the site's secrets must not lead elsewhere")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise PkiError(str(path), f"cannot be opened as a directory: {exc.strerror} (a link?)") from None
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid():
+            raise PkiError(str(path), "is not a directory of this user")
+        if st.st_mode & 0o022:
+            raise PkiError(
+                str(path),
+                f"is writable by others (mode {stat.S_IMODE(st.st_mode):o}); check it, then chmod 700 it",
+            )
+        if st.st_mode & 0o077:
+            os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
+
+
+def _store(paths: PkiPaths) -> None:
+    """The CA's store and the ``secrets/`` directory it lives in, both private to this user."""
+    _secrets_dir(paths.root.parent)
+    _private_dir(paths.root)
+
+
 def _private_dir(path: Path) -> None:
     """PATH as a directory of this user, 0700, no link on the way from the store's root."""
     if path.is_symlink():
         raise PkiError(str(path), "is a link; the CA's files must not lead elsewhere")
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.mkdir(mode=0o700, exist_ok=True)
     st = path.lstat()
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
         raise PkiError(str(path), "is not a directory of this user")
@@ -171,7 +216,7 @@ def init_ca(
 ) -> bool:
     """Make the site CA once; True when it was made, False when one is already there (unchanged)."""
     paths = PkiPaths.of(home)
-    _private_dir(paths.root)
+    _store(paths)
     if paths.ca_key.exists() or paths.ca_key.is_symlink() or paths.ca_cert.exists():
         load_ca(home, passphrase)  # an existing CA must still be whole and readable
         return False
@@ -221,7 +266,7 @@ def load_ca(
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey | None]:
     """The CA certificate (and key): refused when missing, a link, open to others, or not a pair."""
     paths = PkiPaths.of(home)
-    _private_dir(paths.root)
+    _store(paths)
     try:
         cert = x509.load_pem_x509_certificate(_read(paths.ca_cert))
     except FileNotFoundError:

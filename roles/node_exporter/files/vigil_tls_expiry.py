@@ -14,8 +14,9 @@ CertificateUnreadable work on these series (docs/alerts.md).
 
 Runs as root (vigil-tls-expiry.service, hourly timer; and once from each deploy) with the
 standard library of python3 >= 3.9 only. Nothing it reads is trusted: a link, a FIFO, a device or
-a file over 1 MiB is reported unreadable without being read, the DER reader checks every length
-against what is left and reads nothing past the validity dates. The output is written as a new
+a file over 1 MiB is reported unreadable without being read, PEM is read by a line scanner that
+looks at each line once (its work grows with the file, never faster), the DER reader checks every
+length against what is left and reads nothing past the validity dates. The output is written as a new
 file in the textfile directory and renamed into place, and only when its content changes (else its
 mtime is brought forward); the directory must be root's and writable by no one else.
 
@@ -41,8 +42,10 @@ import sys
 OUTPUT = "vigil_tls_certificates.prom"
 MAX_FILE = 1 << 20
 MAX_FILES = 512
+MAX_TOTAL = 32 << 20  # bytes read in one run, all directories together
 MAX_CERTS = 64
-PEM = re.compile(rb"-----BEGIN CERTIFICATE-----\r?\n(.*?)-----END CERTIFICATE-----", re.S)
+PEM_BEGIN = b"-----BEGIN CERTIFICATE-----"
+PEM_END = b"-----END CERTIFICATE-----"
 
 UNIVERSAL_INTEGER = 0x02
 SEQUENCE = 0x30
@@ -135,18 +138,43 @@ def validity(der: bytes) -> tuple[int, int]:
     return not_before, not_after
 
 
+def pem_blocks(data: bytes) -> list[bytes]:
+    """The base64 text of each CERTIFICATE block of a PEM file (RFC 7468), in one pass over its lines.
+
+    Each line is looked at once, so the work grows with the size of the file (1 MiB at most), whatever
+    it holds. Text outside the blocks is skipped; a block that holds another boundary line or is
+    never ended makes the file bad-pem; a 65th block makes it too-many, and reading stops there.
+    """
+    blocks: list[bytes] = []
+    body: list[bytes] | None = None
+    for raw in data.splitlines():
+        line = raw.strip()
+        if body is None:
+            if line == PEM_BEGIN:
+                body = []
+        elif line == PEM_END:
+            if len(blocks) == MAX_CERTS:
+                raise Unreadable("too-many")
+            blocks.append(b"".join(body))
+            body = None
+        elif line.startswith(b"-----"):
+            raise Unreadable("bad-pem")
+        else:
+            body.extend(line.split())
+    if body is not None:
+        raise Unreadable("bad-pem")
+    return blocks
+
+
 def certificates(data: bytes) -> list[tuple[int, int]]:
     """Validity of each certificate in a PEM file (or of the one DER certificate)."""
     if data[:1] == b"\x30":
         return [validity(data)]
-    blocks = PEM.findall(data)
+    blocks = pem_blocks(data)
     if not blocks:
         raise Unreadable("no-certificate")
-    if len(blocks) > MAX_CERTS:
-        raise Unreadable("too-many")
     found = []
-    for block in blocks:
-        text = b"".join(block.split())
+    for text in blocks:
         try:
             der = base64.b64decode(text, validate=True)
         except (binascii.Error, ValueError):
@@ -183,8 +211,20 @@ def read_file(dir_fd: int, name: str) -> bytes:
         os.close(fd)
 
 
-def scan(directory: str) -> tuple[list[tuple[str, int, int, int]], list[tuple[str, str]]]:
-    """([(path, index, notBefore, notAfter)], [(path, reason)]) for the `*.crt` files of a directory."""
+class Budget:
+    """What one run may still read, so a run's work has a bound whatever the directories hold."""
+
+    def __init__(self, left: int = MAX_TOTAL) -> None:
+        self.left = left
+
+
+def scan(
+    directory: str, budget: Budget | None = None
+) -> tuple[list[tuple[str, int, int, int]], list[tuple[str, str]]]:
+    """([(path, index, notBefore, notAfter)], [(path, reason)]) for the `*.crt` files of a directory.
+
+    A file met once `budget` is spent is too-many, unread."""
+    budget = budget if budget is not None else Budget()
     found: list[tuple[str, int, int, int]] = []
     bad: list[tuple[str, str]] = []
     try:
@@ -201,8 +241,13 @@ def scan(directory: str) -> tuple[list[tuple[str, int, int, int]], list[tuple[st
             names = names[:MAX_FILES]
         for name in names:
             path = os.path.join(directory, name)
+            if budget.left <= 0:
+                bad.append((path, "too-many"))
+                continue
             try:
-                for index, (before, after) in enumerate(certificates(read_file(dir_fd, name))):
+                data = read_file(dir_fd, name)
+                budget.left -= len(data)
+                for index, (before, after) in enumerate(certificates(data)):
                     found.append((path, index, before, after))
             except Unreadable as exc:
                 bad.append((path, exc.reason))
@@ -306,8 +351,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     found: list[tuple[str, int, int, int]] = []
     bad: list[tuple[str, str]] = []
+    budget = Budget()
     for directory in args.scan:
-        f, b = scan(directory)
+        f, b = scan(directory, budget)
         found += f
         bad += b
     try:

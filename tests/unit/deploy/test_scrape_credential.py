@@ -153,3 +153,17 @@ def test_the_metrics_key_is_made_once_private_and_hostile_files_are_refused(tmp_
     with pytest.raises(CredentialError, match=r"metrics\.key: cannot be read.*a link"):
         metrics_key(tmp_path)
     assert target.read_text() == "plantedkey0123456789\n"
+
+
+def test_a_secrets_directory_others_may_write_is_refused_one_they_may_read_is_closed(tmp_path: Path) -> None:
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    secrets.chmod(0o777)
+    with pytest.raises(CredentialError, match="secrets: is writable by others"):
+        scrape_credential(tmp_path)
+    with pytest.raises(CredentialError, match="secrets: is writable by others"):
+        metrics_key(tmp_path)
+    assert list(secrets.iterdir()) == []
+    secrets.chmod(0o755)
+    assert metrics_key(tmp_path) is not None and scrape_credential(tmp_path) is not None
+    assert secrets.stat().st_mode & 0o777 == 0o700

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,67 @@ def test_status_fails_on_a_certificate_of_another_ca(
 def test_issue_without_a_ca_says_what_to_run(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["pki", "issue", "--name", "mon01"]) == 1
     assert "no site CA; run `vigil pki init` first" in capsys.readouterr().err
+
+
+def _mode(path: Path) -> int:
+    return path.lstat().st_mode & 0o777
+
+
+def test_init_makes_secrets_private_even_first_and_under_umask_0(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = os.umask(0)  # the most an operator's shell can leave open
+    try:
+        assert main(["pki", "init"]) == 0
+        assert main(["pki", "issue", "--name", "mon01", "--ip", "198.18.0.10"]) == 0
+    finally:
+        os.umask(old)
+    paths = pki.PkiPaths.of(home)
+    issued = paths.issued("mon01")
+    assert _mode(home / "secrets") == 0o700
+    assert _mode(paths.root) == _mode(issued.parent) == _mode(issued) == 0o700
+    assert _mode(paths.ca_key) == _mode(issued / "server.key") == 0o600
+    assert _mode(paths.ca_cert) == _mode(issued / "server.crt") == 0o644
+
+
+def test_a_secrets_dir_others_may_read_is_closed_one_they_may_write_or_a_link_is_refused(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    secrets = home / "secrets"
+    # 0755, as an earlier `pki init` left it: closed to 0700, the CA made
+    secrets.mkdir(parents=True)
+    secrets.chmod(0o755)
+    assert main(["pki", "init"]) == 0
+    assert _mode(secrets) == 0o700 and pki.PkiPaths.of(home).ca_key.is_file()
+
+    def refused(reason: str) -> None:
+        capsys.readouterr()
+        assert main(["pki", "init"]) == 1
+        err = capsys.readouterr().err
+        assert err == f"FAIL: {secrets}: {reason}\n", err
+        assert not (secrets / "pki").exists() or secrets.is_symlink()
+
+    for open_mode in (0o775, 0o757, 0o777):
+        shutil.rmtree(secrets)
+        secrets.mkdir()
+        secrets.chmod(open_mode)
+        refused(f"is writable by others (mode {open_mode:o}); check it, then chmod 700 it")
+        assert _mode(secrets) == open_mode
+    # another user's
+    shutil.rmtree(secrets)
+    secrets.mkdir(mode=0o700)
+    os.chown(secrets, 65534, 65534)
+    refused("is not a directory of this user")
+    # a link to a directory of the attacker's choosing: nothing is written there
+    secrets.rmdir()
+    target = tmp_path / "elsewhere"
+    target.mkdir(mode=0o700)
+    secrets.symlink_to(target)
+    refused("is a link; the site's secrets must not lead elsewhere")
+    assert list(target.iterdir()) == []
+    # a file in its place
+    secrets.unlink()
+    secrets.write_text("")
+    capsys.readouterr()
+    assert main(["pki", "init"]) == 1
+    assert capsys.readouterr().err.startswith(f"FAIL: {secrets}: cannot be opened as a directory: ")

@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.unit.roles.rendering import ROLES, SAMPLE_INVENTORY, render, tls_vars
+from tests.unit.roles.rendering import (
+    DEBIAN_ARTIFACTS,
+    ROLES,
+    SAMPLE_INVENTORY,
+    contract_vars,
+    render,
+    tls_vars,
+)
 
 JOBS = {
     "node_exporter",
@@ -159,7 +166,8 @@ def test_with_a_site_ca_the_monitoring_services_want_the_api_login_and_their_cli
             "username": "vigil-api",
             "password_file": "/etc/vigil/victoriametrics/api.password",
         }, name
-    # their own /metrics want the site's metrics key (-metricsAuthKey), Alertmanager's the login
+    # their own /metrics want the site's metrics key (-metricsAuthKey) on Debian 12's 1.79,
+    # Alertmanager's the login
     assert jobs["victoriametrics"]["params"] == jobs["vmalert"]["params"] == {"authKey": [key]}
     assert "params" not in jobs["alertmanager"]
 
@@ -337,6 +345,11 @@ def test_the_certificate_scan_runs_hardened_as_root_over_the_configured_dirs(
         assert line in unit, line
     assert "ReadWritePaths=/var/lib/vigil/node_exporter/textfile" in unit
     assert not any(line.startswith("User=") for line in unit)  # root: it reads every host's certificates
+    # A run has a time bound, from the timer (systemd) and from the deploy (Ansible's task keyword).
+    assert "TimeoutStartSec=60" in unit
+    tasks = yaml.safe_load((ROLES / "node_exporter" / "tasks" / "run.yml").read_text())
+    (now,) = [t for t in tasks if "ansible.builtin.command" in t and "tls_expiry" in str(t)]
+    assert now["timeout"] == "{{ _node_exporter_tls_expiry_timeout }}"
     assert (
         "ExecStart=/usr/bin/python3 -I /usr/local/libexec/vigil/vigil-tls-expiry"
         " --textfile-dir /var/lib/vigil/node_exporter/textfile"
@@ -355,3 +368,39 @@ def test_the_certificate_scan_runs_hardened_as_root_over_the_configured_dirs(
     broken = tmp_path / "broken.py"
     broken.write_text(script.read_text()[:-200])
     assert _checker("_node_exporter_check_python", broken).returncode != 0
+
+
+NEXT_ARTIFACTS = {
+    **DEBIAN_ARTIFACTS,
+    "bin/victoria-metrics": ("victoria-metrics", "1.112.0+ds1-2"),
+    "bin/vmalert": ("victoria-metrics", "1.112.0+ds1-2"),
+}
+
+
+def test_from_1_86_no_scrape_url_carries_the_metrics_key(tmp_path: Path) -> None:
+    """VictoriaMetrics and vmalert 1.86 and later guard /metrics with the API login when they have
+    no -metricsAuthKey: the key is then neither given to them nor put in a scrape URL, where
+    /targets would show it (tests/integration/test_metrics_key.py runs the real binaries)."""
+    ev = tls_vars(tmp_path / "site")
+    key = Path(ev["vigil_metrics_key_file"]).read_text().strip()
+    for artifacts, in_url in ((DEBIAN_ARTIFACTS, True), (NEXT_ARTIFACTS, False)):
+        arts = contract_vars(tmp_path / "site", artifacts)["vigil_artifacts"]
+        out = render(tmp_path / str(in_url), extra_vars={**ev, "vigil_artifacts": arts}, only=("scrape.yml",))
+        jobs = {job["job_name"]: job for job in yaml.safe_load(out["scrape.yml"])["scrape_configs"]}
+        for name in ("victoriametrics", "vmalert"):
+            assert jobs[name]["basic_auth"]["username"] == "vigil-api", name
+            assert ("params" in jobs[name]) is in_url, (
+                name,
+                artifacts[f"bin/{name.replace('victoriametrics', 'victoria-metrics')}"],
+            )
+        assert (key in out["scrape.yml"]) is in_url
+    # the services' environment files carry -metricsAuthKey only where the version wants it
+    for role, guard in (
+        ("victoriametrics", "{% if _victoriametrics_metrics_key | bool %}"),
+        ("vmalert", "{% if _vmalert_version is version('1.86.0', '<') %}"),
+    ):
+        text = (ROLES / role / "tasks" / "configure.yml").read_text()
+        before, after = text.split("metricsAuthKey=", 1)
+        assert before.rstrip().endswith(guard), role
+    versions = yaml.safe_load((ROLES / "victoriametrics" / "vars" / "main.yml").read_text())
+    assert versions["_victoriametrics_metrics_login_since"] == "1.86.0"

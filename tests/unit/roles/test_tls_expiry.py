@@ -11,10 +11,12 @@ followed and never left half-written.
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -307,3 +309,122 @@ def test_random_damage_is_only_ever_unreadable_or_a_date() -> None:
             outcomes["read"] += 1
     # Most damage lands in the key or the signature, past the dates: those still read.
     assert outcomes["unreadable"] > 0 and outcomes["read"] > 0, outcomes
+
+
+MiB = 1 << 20
+BEGIN, END = b"-----BEGIN CERTIFICATE-----\n", b"-----END CERTIFICATE-----\n"
+
+
+def _fill(unit: bytes, head: bytes = b"", tail: bytes = b"") -> bytes:
+    return head + unit * ((MiB - len(head) - len(tail)) // len(unit)) + tail
+
+
+# 1 MiB files built to make a PEM reader work hard; the regex this scan used took minutes on the
+# first (each BEGIN line searched the rest of the file for an END).
+HOSTILE_PEM = {
+    "begin-lines.crt": (_fill(BEGIN), "bad-pem"),
+    "text-then-begin.crt": (_fill(b"x" + BEGIN), "no-certificate"),
+    "one-block-never-ended.crt": (_fill(b"QUFB" * 16 + b"\n", head=BEGIN), "bad-pem"),
+    "one-huge-block.crt": (_fill(b"QUFB\n", head=BEGIN, tail=END), "bad-der"),
+    "newlines.crt": (b"\n" * MiB, "no-certificate"),
+    "carriage-returns.crt": (b"\r" * MiB, "no-certificate"),
+    "blanks-in-a-block.crt": (_fill(b" \t\n", head=BEGIN, tail=END), "bad-der"),
+    "dashes.crt": (_fill(b"-----\n"), "no-certificate"),
+    "empty-blocks.crt": (_fill(BEGIN + END), "too-many"),
+    "end-lines.crt": (_fill(END), "no-certificate"),
+}
+
+_TIMER = """
+import importlib.util, json, sys, time
+spec = importlib.util.spec_from_file_location("scan", sys.argv[1])
+tls = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(tls)
+out = {}
+for path in sys.argv[2:]:
+    data = open(path, "rb").read()
+    start = time.perf_counter()
+    try:
+        tls.certificates(data)
+        reason = "read"
+    except tls.Unreadable as exc:
+        reason = exc.reason
+    out[path.rsplit("/", 1)[1]] = [reason, time.perf_counter() - start]
+print(json.dumps(out))
+"""
+
+
+def test_hostile_pem_of_1_mib_is_read_in_well_under_a_second(dirs: tuple[Path, Path]) -> None:
+    textfile, certs = dirs
+    for name, (data, _) in HOSTILE_PEM.items():
+        assert len(data) <= tls.MAX_FILE, name
+        (certs / name).write_bytes(data)
+    files = [str(certs / name) for name in HOSTILE_PEM]
+    # In a child, so a reader that takes minutes fails the test at the timeout instead of hanging it.
+    res = subprocess.run(
+        [sys.executable, "-I", "-c", _TIMER, str(SCRIPT), *files],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    took = json.loads(res.stdout)
+    for name, (_, reason) in HOSTILE_PEM.items():
+        assert took[name][0] == reason, (name, took[name])
+        assert took[name][1] < 0.5, (name, took[name])
+    # The whole run over the same directory: each file is one unreadable sample, nothing else.
+    start = time.monotonic()
+    res = run(textfile, certs)
+    assert res.returncode == 0 and time.monotonic() - start < 10, res.stderr
+    assert f'"unreadable": {len(HOSTILE_PEM)}' in res.stdout
+
+
+def test_pem_text_around_blocks_crlf_and_blanks_read_broken_blocks_not(dirs: tuple[Path, Path]) -> None:
+    textfile, certs = dirs
+    chain = pem(LEAF, make_cert(dt(2020, 1, 1), dt(2040, 1, 1)))
+    explained = b"subject=CN = gpu01\nissuer=CN = gpu01\n" + chain + b"trailing words\n"
+    (certs / "explained.crt").write_bytes(explained)
+    (certs / "crlf.crt").write_bytes(chain.replace(b"\n", b"\r\n"))
+    blanks = pem(LEAF).replace(b"-----\n", b"-----  \n").replace(b"\n", b" \n", 3)
+    (certs / "blanks.crt").write_bytes(blanks)
+    lines = pem(LEAF).splitlines(keepends=True)
+    (certs / "never-ended.crt").write_bytes(chain + b"".join(lines[:-1]))
+    (certs / "nested.crt").write_bytes(b"".join(lines[:2]) + BEGIN + b"".join(lines[2:]))
+    (certs / "a-key-inside.crt").write_bytes(
+        b"".join(lines[:2]) + b"-----BEGIN PRIVATE KEY-----\n" + b"".join(lines[2:])
+    )
+    (certs / "sixty-five.crt").write_bytes(pem(LEAF) * (tls.MAX_CERTS + 1))
+    (certs / "sixty-four.crt").write_bytes(pem(LEAF) * tls.MAX_CERTS)
+    res = run(textfile, certs)
+    assert res.returncode == 0, res.stderr
+    got = metrics(textfile)
+    after = str(ts(LEAF)[1])
+    for name, count in (("explained.crt", 2), ("crlf.crt", 2), ("blanks.crt", 1), ("sixty-four.crt", 64)):
+        sample = f'vigil_tls_certificate_not_after_seconds{{path="{certs / name}",index='
+        assert got[f'{sample}"0"}}'] == after, name
+        assert f'{sample}"{count - 1}"}}' in got and f'{sample}"{count}"}}' not in got, name
+    for name, reason in (
+        ("never-ended.crt", "bad-pem"),
+        ("nested.crt", "bad-pem"),
+        ("a-key-inside.crt", "bad-pem"),
+        ("sixty-five.crt", "too-many"),
+    ):
+        sample = f'vigil_tls_certificate_unreadable{{path="{certs / name}",reason="{reason}"}}'
+        assert got.get(sample) == "1", name
+    promtool_accepts(textfile)
+
+
+def test_one_run_reads_at_most_its_budget(tmp_path: Path) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    for directory in (first, second):
+        for n in range(3):
+            (directory / f"{n}.crt").write_bytes(pem(LEAF) + b"#" * (MiB - 2048))
+    budget = tls.Budget(3 * MiB + MiB // 2)
+    found, bad = tls.scan(str(first), budget)
+    assert len(found) == 3 and bad == []
+    found, bad = tls.scan(str(second), budget)
+    assert [p.rsplit("/", 1)[1] for p, *_ in found] == ["0.crt"]
+    assert bad == [(str(second / "1.crt"), "too-many"), (str(second / "2.crt"), "too-many")]
+    assert tls.Budget().left == tls.MAX_TOTAL == 32 * MiB
