@@ -5,9 +5,10 @@ vigil lays the pages out here (the same layout as its earlier hand-written PDF 1
 ``data/report.typ``: PDF/A-2b with the font embedded, so names in every EU language print as they are
 (Libertinus Serif: Latin with its extensions, Greek, Cyrillic). The layout goes to typst as JSON in
 ``sys.inputs``, and every string in it is drawn as text, never read as typst markup or code. The same
-JSON gives the same bytes: no creation date, no system fonts, typst's document ID a hash of the content.
-Text a font cannot show prints as ``?``; the JSON, not the PDF, is the record, and every page's footer
-names its SHA-256.
+JSON gives the same bytes with the same typst: no system fonts, typst's document ID a hash of the
+document, its date the end of the report's period. A character that is not printable prints as ``?``,
+one the font lacks (outside European scripts) as an empty box; the JSON, not the PDF, is the record,
+and every page's footer names its SHA-256.
 """
 
 from __future__ import annotations
