@@ -1,27 +1,40 @@
 """The PDF rendering of a report for people: tables and plots, a pure function of the signed JSON.
 
-Written here rather than by a PDF library, so that the bundle ships no new dependency and the same
-JSON gives the same bytes on any machine: PDF 1.4, the standard Helvetica fonts (every reader has
-them; nothing is embedded), uncompressed content streams (a compressor's version could change the
-bytes), no creation date and no document ID. Text outside Windows-1252 is shown as ``?``; the JSON,
-not the PDF, is the record, and every page's footer names its SHA-256.
+vigil lays the pages out here (the same layout as its earlier hand-written PDF 1.4 writer) and typst
+(the ``typst`` wheel: its compiler and its fonts, no system font read) draws them from
+``data/report.typ``: PDF/A-2b with the font embedded, so names in every EU language print as they are
+(Libertinus Serif: Latin with its extensions, Greek, Cyrillic). The layout goes to typst as JSON in
+``sys.inputs``, and every string in it is drawn as text, never read as typst markup or code. The same
+JSON gives the same bytes with the same typst: no system fonts, typst's document ID a hash of the
+document, its date the end of the report's period. A character that is not printable prints as ``?``,
+one the font lacks (outside European scripts) as an empty box; the JSON, not the PDF, is the record,
+and every page's footer names its SHA-256.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
-from typing import Any
+from datetime import datetime
+from importlib import resources
+from typing import Any, Final
+
+import typst
 
 from vigil.basics.canonical import canonical_json
+from vigil.installer.reports.errors import ReportError
 
 PAGE_W, PAGE_H = 595, 842  # A4, in points
 MARGIN = 48
 FOOTER = 28
 BODY = 8.5
+#: the PDF standard typst writes (PDF/A-2b: archival, every font embedded, colours with an ICC profile)
+PDF_STANDARD: Final = "a-2b"
 
-# Helvetica's advance widths (1/1000 em) for the printable ASCII characters, from its AFM; the
-# bold face is about 5 % wider, which is enough for fitting text into columns.
+# Helvetica's advance widths (1/1000 em) for the printable ASCII characters, from its AFM: the layout's
+# estimate of a text's width (wider than Libertinus Serif's); typst cuts a text that is still too
+# wide for its place to its real width. The bold face is about 5 % wider.
 _ASCII_WIDTHS = (
     "278 278 355 556 556 889 667 191 333 333 389 584 278 333 278 278 556 556 556 556 556 556 556 556 "
     "556 556 278 278 584 584 584 556 1015 667 667 722 722 667 611 778 722 278 500 667 556 833 722 "
@@ -31,6 +44,11 @@ _ASCII_WIDTHS = (
 _WIDTHS = {chr(32 + i): int(w) for i, w in enumerate(_ASCII_WIDTHS.split())}
 #: fill colours of a chart's series, in order (RGB 0..1)
 _COLOURS = ((0.16, 0.38, 0.62), (0.85, 0.50, 0.13), (0.30, 0.60, 0.30), (0.55, 0.35, 0.65))
+#: a text estimated at more than this share of its place is measured by typst, and cut if need be
+_MEASURE_ABOVE = 0.7
+#: a text is handed to typst cut at this many times its place's estimated width (a bound on its length)
+_KEEP_UP_TO = 1.5
+_TEMPLATE = "data/report.typ"
 
 
 def _clean(text: Any) -> str:
@@ -42,31 +60,28 @@ def text_width(text: str, size: float, bold: bool = False) -> float:
     return width * 1.05 if bold else width
 
 
-def _pdf_string(text: str) -> str:
-    out = []
-    for byte in _clean(text).encode("cp1252", errors="replace"):
-        if byte in (0x28, 0x29, 0x5C):  # ( ) \
-            out.append("\\" + chr(byte))
-        elif 32 <= byte < 127:
-            out.append(chr(byte))
-        else:
-            out.append(f"\\{byte:03o}")
-    return "(" + "".join(out) + ")"
+def _n(value: float) -> float:
+    """A coordinate: two decimals at most, no negative zero."""
+    return round(value, 2) + 0.0
 
 
-def _n(value: float) -> str:
-    """A coordinate: two decimals at most, no exponent, no negative zero."""
-    text = f"{value:.2f}".rstrip("0").rstrip(".")
-    return "0" if text in ("-0", "") else text
+def _cut(text: str, width: float, size: float, bold: bool = False) -> str:
+    """The start of ``text`` whose estimated width is at most ``width`` (one pass: bounded time)."""
+    scale = size / 1000 * (1.05 if bold else 1.0)
+    used = 0.0
+    for i, c in enumerate(text):
+        used += _WIDTHS.get(c, 556) * scale
+        if used > width:
+            return text[:i]
+    return text
 
 
 def _fit(text: str, width: float, size: float, bold: bool = False) -> str:
+    """``text`` cut to its place by the estimate, with ``...`` (for the layout's own decisions)."""
     text = _clean(text)
     if text_width(text, size, bold) <= width:
         return text
-    while text and text_width(text + "...", size, bold) > width:
-        text = text[:-1]
-    return text + "..."
+    return _cut(text, width - text_width("...", size, bold), size, bold) + "..."
 
 
 def number(value: Any, decimals: int = 3) -> str:
@@ -97,12 +112,12 @@ def _nice_ceiling(value: float) -> float:
 
 
 class Pdf:
-    """Pages of drawing operators, laid out top to bottom; ``to_bytes`` writes the file."""
+    """Pages of drawing operations, laid out top to bottom; ``to_bytes`` has typst draw them."""
 
     def __init__(self, title: str) -> None:
-        self.title = title
-        self.pages: list[list[str]] = []
-        self.ops: list[str] = []
+        self.title = _clean(title)
+        self.pages: list[list[list[Any]]] = []
+        self.ops: list[list[Any]] = []
         self.y = 0.0
         self.new_page()
 
@@ -118,29 +133,39 @@ class Pdf:
     # --- drawing --------------------------------------------------------------------------------
 
     def text(
-        self, x: float, y: float, text: str, size: float = BODY, bold: bool = False, align: str = "left"
+        self,
+        x: float,
+        y: float,
+        text: str,
+        size: float = BODY,
+        bold: bool = False,
+        align: str = "left",
+        width: float | None = None,
     ) -> None:
+        """``text`` on the baseline ``y``, left of, right of or centred on ``x``; with ``width``, cut to
+        that many points (``...`` at its end) by the font's real widths."""
         text = _clean(text)
-        if align == "right":
-            x -= text_width(text, size, bold)
-        elif align == "center":
-            x -= text_width(text, size, bold) / 2
-        font = "F2" if bold else "F1"
-        self.ops.append(f"BT /{font} {_n(size)} Tf {_n(x)} {_n(y)} Td {_pdf_string(text)} Tj ET")
+        if not text:
+            return
+        measure = None
+        if width is not None:
+            text = _cut(text, width * _KEEP_UP_TO, size, bold)
+            if text_width(text, size, bold) > width * _MEASURE_ABOVE or not text.isascii():
+                measure = _n(width)
+        self.ops.append(["t", _n(x), _n(y), _n(size), bold, align[0], text, measure])
 
     def line(self, x1: float, y1: float, x2: float, y2: float, width: float = 0.5, gray: float = 0) -> None:
-        self.ops.append(f"q {_n(width)} w {_n(gray)} G {_n(x1)} {_n(y1)} m {_n(x2)} {_n(y2)} l S Q")
+        self.ops.append(["l", _n(x1), _n(y1), _n(x2), _n(y2), _n(width), _n(gray)])
 
     def rect(self, x: float, y: float, w: float, h: float, rgb: tuple[float, float, float]) -> None:
-        r, g, b = (_n(c) for c in rgb)
-        self.ops.append(f"q {r} {g} {b} rg {_n(x)} {_n(y)} {_n(w)} {_n(h)} re f Q")
+        self.ops.append(["r", _n(x), _n(y), _n(w), _n(h), [_n(c) for c in rgb]])
 
     # --- blocks ---------------------------------------------------------------------------------
 
     def heading(self, text: str, size: float = 12) -> None:
         self.need(size + 40)
         self.y -= size + 8
-        self.text(MARGIN, self.y, text, size, bold=True)
+        self.text(MARGIN, self.y, text, size, bold=True, width=PAGE_W - 2 * MARGIN)
         self.y -= 6
 
     def paragraph(self, text: str, size: float = BODY) -> None:
@@ -148,6 +173,7 @@ class Pdf:
         width = PAGE_W - 2 * MARGIN
         line = ""
         for word in _clean(text).split():
+            word = _cut(word, width * _KEEP_UP_TO, size)
             trial = f"{line} {word}" if line else word
             if line and text_width(trial, size) > width:
                 self._line_of_text(line, size)
@@ -161,7 +187,7 @@ class Pdf:
     def _line_of_text(self, text: str, size: float) -> None:
         self.need(size + 4)
         self.y -= size + 3
-        self.text(MARGIN, self.y, _fit(text, PAGE_W - 2 * MARGIN, size), size)
+        self.text(MARGIN, self.y, text, size, width=PAGE_W - 2 * MARGIN)
 
     def table(
         self,
@@ -200,11 +226,10 @@ class Pdf:
     ) -> None:
         x = float(MARGIN)
         for cell, (_, _, align), width in zip(cells, columns, widths, strict=True):
-            text = _fit(cell, width - 6, size, bold)
             if align == "right":
-                self.text(x + width - 3, self.y, text, size, bold, align="right")
+                self.text(x + width - 3, self.y, cell, size, bold, align="right", width=width - 6)
             else:
-                self.text(x + 3, self.y, text, size, bold)
+                self.text(x + 3, self.y, cell, size, bold, width=width - 6)
             x += width
 
     def bar_chart(
@@ -219,7 +244,7 @@ class Pdf:
         ceiling with four grid lines, and a legend."""
         self.need(height + 70)
         self.y -= 14
-        self.text(MARGIN, self.y, f"{title} ({unit})", 10, bold=True)
+        self.text(MARGIN, self.y, f"{title} ({unit})", 10, bold=True, width=PAGE_W - 2 * MARGIN)
         top = self.y - 14
         bottom = top - height
         left, right = MARGIN + 56, PAGE_W - MARGIN
@@ -240,55 +265,44 @@ class Pdf:
                     self.rect(
                         x0 + j * bar_w, bottom, bar_w, height * value / ceiling, _COLOURS[j % len(_COLOURS)]
                     )
-            label = _fit(category, group_w - 2, 6.5)
-            self.text(left + (i + 0.5) * group_w, bottom - 9, label, 6.5, align="center")
+            label_x = left + (i + 0.5) * group_w
+            self.text(label_x, bottom - 9, category, 6.5, align="center", width=group_w - 2)
         self.line(left, bottom, right, bottom, 0.6)
         x = float(left)
         legend_y = bottom - 22
         for j, (name, _) in enumerate(series):
             self.rect(x, legend_y - 1, 7, 7, _COLOURS[j % len(_COLOURS)])
-            self.text(x + 10, legend_y, name, 7.5)
-            x += 10 + text_width(_clean(name), 7.5) + 16
+            shown = _fit(name, 120, 7.5)
+            self.text(x + 10, legend_y, shown, 7.5, width=120)
+            x += 10 + text_width(shown, 7.5) + 16
         self.y = legend_y - 12
 
     # --- the file -------------------------------------------------------------------------------
 
-    def to_bytes(self, footer: str) -> bytes:
+    def to_bytes(self, footer: str, date: int) -> bytes:
+        """The PDF, dated ``date`` (seconds since the epoch: PDF/A requires a date)."""
         count = len(self.pages)
         for i, ops in enumerate(self.pages, start=1):
             self.ops = ops
             self.line(MARGIN, MARGIN + 12, PAGE_W - MARGIN, MARGIN + 12, 0.3, 0.6)
-            self.text(MARGIN, MARGIN, _fit(footer, PAGE_W - 2 * MARGIN - 70, 7), 7)
+            self.text(MARGIN, MARGIN, footer, 7, width=PAGE_W - 2 * MARGIN - 70)
             self.text(PAGE_W - MARGIN, MARGIN, f"page {i} of {count}", 7, align="right")
-        objects: list[bytes] = [
-            b"<< /Type /Catalog /Pages 2 0 R >>",
-            b"<< /Type /Pages /Kids ["
-            + b" ".join(f"{6 + 2 * i} 0 R".encode() for i in range(count))
-            + f"] /Count {count} >>".encode(),
-            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
-            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold /Encoding /WinAnsiEncoding >>",
-            f"<< /Title {_pdf_string(self.title)} /Producer (vigil) >>".encode(),
-        ]
-        for i, ops in enumerate(self.pages):
-            content = ("\n".join(ops) + "\n").encode("ascii")
-            objects.append(
-                f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {PAGE_W} {PAGE_H}] "
-                f"/Resources << /Font << /F1 3 0 R /F2 4 0 R >> >> /Contents {7 + 2 * i} 0 R >>".encode()
-            )
-            objects.append(f"<< /Length {len(content)} >>\nstream\n".encode() + content + b"endstream")
-        out = bytearray(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
-        offsets = []
-        for number_, body in enumerate(objects, start=1):
-            offsets.append(len(out))
-            out += f"{number_} 0 obj\n".encode() + body + b"\nendobj\n"
-        xref = len(out)
-        out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
-        for offset in offsets:
-            out += f"{offset:010d} 00000 n \n".encode()
-        out += (
-            f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R /Info 5 0 R >>\nstartxref\n{xref}\n%%EOF\n"
-        ).encode()
-        return bytes(out)
+        layout = {"title": self.title, "pages": self.pages}
+        data = json.dumps(layout, ensure_ascii=False, separators=(",", ":"))
+        template = resources.files("vigil.installer.reports").joinpath(_TEMPLATE)
+        with resources.as_file(template) as path:
+            try:
+                return typst.compile(
+                    str(path),
+                    root=str(path.parent),
+                    ignore_system_fonts=True,
+                    sys_inputs={"data": data},
+                    pdf_standards=[PDF_STANDARD],
+                    pdf_tags=False,
+                    timestamp=date,
+                )
+            except typst.TypstError as e:
+                raise ReportError(self.title, f"typst could not draw the PDF: {e.message}") from None
 
 
 # --- the two reports ------------------------------------------------------------------------------
@@ -479,4 +493,15 @@ def render_pdf(doc: dict[str, Any]) -> bytes:
     digest = hashlib.sha256(data).hexdigest()
     pdf = usage_pdf(doc, digest) if doc.get("kind") == "usage" else energy_pdf(doc, digest)
     kind = "usage" if doc.get("kind") == "usage" else "energy"
-    return pdf.to_bytes(f"vigil {kind} report {doc['period']['label']} - sha256 {digest}")
+    footer = f"vigil {kind} report {doc['period']['label']} - sha256 {digest}"
+    return pdf.to_bytes(footer, _date(doc))
+
+
+def _date(doc: dict[str, Any]) -> int:
+    """The PDF's date: the end of the report's period, the moment its figures reach (the JSON holds
+    no generation time, so that the same figures give the same bytes)."""
+    end = doc["period"]["end"]
+    try:
+        return int(datetime.fromisoformat(end).timestamp())
+    except (TypeError, ValueError):
+        raise ReportError(f"period {doc['period'].get('label')!r}", f"end {end!r} is not a time") from None

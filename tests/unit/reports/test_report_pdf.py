@@ -1,6 +1,8 @@
-"""The PDF rendering (installer/reports/pdf.py): the same JSON gives the same bytes, stock tools read
-it (qpdf checks its structure, poppler's pdftotext reads its text), hostile names cannot break it,
-long tables run over pages with their header, and the store signs it beside the JSON."""
+"""The PDF rendering (installer/reports/pdf.py, drawn by typst from data/report.typ): the same JSON
+gives the same bytes, stock tools read it (qpdf checks its structure, poppler's pdftotext reads its
+text, pdfinfo its pages and its PDF/A claim, pdffonts its embedded fonts), names in the letters of all
+24 official EU languages print as they are, hostile names (PDF syntax, typst markup and code) are only
+text, long tables run over pages with their header, and the store signs it beside the JSON."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -137,7 +140,12 @@ def test_the_same_json_gives_the_same_pdf_in_another_process(tmp_path: Path) -> 
         [sys.executable, "-c", code, str(tmp_path / "doc.json")], capture_output=True, check=True, env=env
     ).stdout
     assert other == first
-    assert b"CreationDate" not in first and b"/ID" not in first
+    # the only date is the period's end, from the JSON; typst's document ID is a hash of the document
+    path = written(tmp_path, doc)
+    info = subprocess.run(["pdfinfo", "-isodates", str(path)], capture_output=True, text=True, check=True)
+    assert re.search(r"^CreationDate:\s+2025-11-01T00:00:00(Z|\+00)", info.stdout, re.M), info.stdout
+    doc["accounts"][0]["account"] = "chemistry2"
+    assert render_pdf(doc) != first
 
 
 def test_a_usage_pdf_is_valid_and_says_what_the_json_says(tmp_path: Path) -> None:
@@ -179,7 +187,8 @@ def test_an_energy_pdf_has_every_section_and_the_monthly_plot(tmp_path: Path) ->
         ("a) Tj ET BT /F1 99 Tf (x", "a) Tj ET BT /F1 99 Tf (x"),  # trying to end the string and draw
         ("back\\slash\\", "back\\slash\\"),
         ("line\nbreak\rand\x00nul", "line?break?and?nul"),
-        ("Ωmega-ηλ", "?mega-??"),  # outside Windows-1252
+        ("Ωmega-ηλ", "Ωmega-ηλ"),  # outside Windows-1252: the old writer's "?mega-??"
+        ("\u202eevil\u200b", "?evil?"),  # bidirectional override, zero-width space
         ("%%EOF\nendstream endobj", "%%EOF?endstream endobj"),
         ("x" * 500, "x" * 20),  # cut to its column, with "..."
     ],
@@ -228,7 +237,7 @@ def test_the_store_signs_the_pdf_and_stock_minisign_verifies_it(tmp_path: Path) 
     assert f"pdf of sha256:{stored.sha256}" in res.stdout
     tampered = tmp_path / "tampered.pdf"
     data = bytearray(stored.pdf_path.read_bytes())
-    data[data.index(b"13.000")] = ord("9")
+    data[len(data) // 2] ^= 0x01
     tampered.write_bytes(bytes(data))
     res = subprocess.run(
         [
@@ -246,3 +255,111 @@ def test_the_store_signs_the_pdf_and_stock_minisign_verifies_it(tmp_path: Path) 
         check=False,
     )
     assert res.returncode != 0
+
+
+#: the letters each official EU language adds to ASCII (Bulgarian and Greek: their alphabets), in
+#: names short enough for their column
+EU_LETTERS = {
+    "bg": ("абвгдежзийклмно", "прстуфхцчшщъьюя", "АБВГДЕЖЗИЙКЛМНО", "ПРСТУФХЦЧШЩЪЬЮЯ"),
+    "cs": ("áčďéěíňóřšťúůýž", "ÁČĎÉĚÍŇÓŘŠŤÚŮÝŽ"),
+    "da": ("æøå", "ÆØÅ"),
+    "de": ("äöüß", "ÄÖÜẞ"),
+    "el": ("αβγδεζηθικλμ", "νξοπρστυφχψως", "ΑΒΓΔΕΖΗΘΙΚΛΜ", "ΝΞΟΠΡΣΤΥΦΧΨΩ"),
+    "el-tonos": ("άέήίόύώϊϋΐΰ", "ΆΈΉΊΌΎΏΪΫ"),
+    "en": ("thequickbrownfox", "THEQUICKBROWNFOX"),
+    "es": ("áéíñóúü¿¡", "ÁÉÍÑÓÚÜ"),
+    "et": ("äöõüšž", "ÄÖÕÜŠŽ"),
+    "fi": ("äöåšž", "ÄÖÅŠŽ"),
+    "fr": ("àâæçéèêëîïôœùûüÿ", "ÀÂÆÇÉÈÊËÎÏÔŒÙÛÜŸ"),
+    "ga": ("áéíóú", "ÁÉÍÓÚ"),
+    "hr": ("čćđšž", "ČĆĐŠŽ"),
+    "hu": ("áéíóöőúüű", "ÁÉÍÓÖŐÚÜŰ"),
+    "it": ("àèéìíîòóùú", "ÀÈÉÌÍÎÒÓÙÚ"),
+    "lt": ("ąčęėįšųūž", "ĄČĘĖĮŠŲŪŽ"),
+    "lv": ("āčēģīķļņšūž", "ĀČĒĢĪĶĻŅŠŪŽ"),
+    "mt": ("ċġħżàèìòù", "ĊĠĦŻÀÈÌÒÙ"),
+    "nl": ("áéíóúàèëïöü", "ÁÉÍÓÚÀÈËÏÖÜ"),
+    "pl": ("ąćęłńóśźż", "ĄĆĘŁŃÓŚŹŻ"),
+    "pt": ("áâãàçéêíóôõú", "ÁÂÃÀÇÉÊÍÓÔÕÚ"),
+    "ro": ("ăâîșț", "ĂÂÎȘȚ"),
+    "sk": ("áäčďéíĺľňóôŕšťúýž", "ÁÄČĎÉÍĹĽŇÓÔŔŠŤÚÝŽ"),
+    "sl": ("čšž", "ČŠŽ"),
+    "sv": ("åäö", "ÅÄÖ"),
+}
+
+
+def test_names_in_every_eu_language_print_as_they_are(tmp_path: Path) -> None:
+    """One PDF (one compile) holds every language's letters as user names; pdftotext gives each back,
+    and only the embedded Libertinus Serif drew them."""
+    doc = sample_doc()
+    template = doc["accounts"][1]["users"][0]
+    doc["accounts"][1]["users"] = [
+        {**template, "user": f"{lang}-{case}"} for lang, pair in EU_LETTERS.items() for case in pair
+    ]
+    path = written(tmp_path, doc)
+    qpdf_check(path)
+    text = pdftext(path)
+    missing = [f"{lang}-{case}" for lang, pair in EU_LETTERS.items() for case in pair]
+    missing = [name for name in missing if name not in text]
+    assert not missing, text
+    assert "?" not in text.replace("(verify", "")  # the old writer's stand-in for what it could not show
+    fonts = subprocess.run(["pdffonts", str(path)], capture_output=True, text=True, check=True).stdout
+    rows = fonts.splitlines()[2:]
+    assert rows and all("LibertinusSerif" in r and " yes yes yes " in r for r in rows), fonts
+
+
+def test_the_pdf_claims_pdf_a_2b(tmp_path: Path) -> None:
+    meta = subprocess.run(
+        ["pdfinfo", "-meta", str(written(tmp_path, sample_doc()))], capture_output=True, text=True, check=True
+    ).stdout
+    assert "<pdfaid:part>2</pdfaid:part>" in meta and "<pdfaid:conformance>B</pdfaid:conformance>" in meta
+
+
+TYPST_MARKUP = [
+    '#import "@preview/cetz:0.3.4": *',  # a package download, if it were code
+    '#read("/etc/passwd")',
+    "#sys.inputs.data",
+    "*bold* _emph_ $x^2$ `raw`",
+    "[#panic()] <label> @ref",
+    "\\#{1+1}] \\u{41}",
+    "= Heading",
+    "// comment /* open",
+    '") Tj ET (',
+    ">>endobj\nendstream %%EOF",
+]
+
+
+def test_typst_markup_and_pdf_syntax_in_names_print_literally(tmp_path: Path) -> None:
+    """In the usage table, as the report's filter (a paragraph), in the chart's labels and in the
+    energy report's site strings: each prints as it is, nothing is read, nothing breaks."""
+    doc = sample_doc()
+    doc["filter"] = {"account": TYPST_MARKUP[0]}
+    template = doc["accounts"][1]["users"][0]
+    doc["accounts"][1]["users"] = [{**template, "user": name} for name in TYPST_MARKUP]
+    doc["accounts"][0]["account"] = TYPST_MARKUP[4]
+    energy = energy_doc()
+    energy["site"] = {f"field{i}": {"value": name, "reference": name} for i, name in enumerate(TYPST_MARKUP)}
+    for which, d in (("usage", doc), ("energy", energy)):
+        path = written(tmp_path, d, f"{which}.pdf")
+        qpdf_check(path)
+        text = pdftext(path)
+        shown = [n.replace("\n", "?") for n in TYPST_MARKUP]
+        missing = [n for n in shown if n not in text]
+        assert not missing, (which, text)
+        assert "root:" not in text and "page 1 of" in text
+        assert pages(path) == (1 if which == "usage" else 2)  # as without them
+
+
+def test_a_200000_character_name_renders_in_bounded_time(tmp_path: Path) -> None:
+    """Cut to its column (and in a paragraph to the page's width) before typst sees it."""
+    doc = sample_doc()
+    doc["accounts"][0]["account"] = "ж" * 200_000
+    doc["accounts"][1]["users"][0]["user"] = "x " * 100_000
+    doc["filter"] = {"account": "#" * 200_000}
+    start = time.monotonic()
+    path = written(tmp_path, doc)
+    assert time.monotonic() - start < 5
+    qpdf_check(path)
+    text = pdftext(path)
+    assert "ж" * 10 + "..." in text and "ж" * 60 not in text
+    assert "#" * 10 + "..." in text and "page 1 of 1" in text
