@@ -8,11 +8,15 @@ is one set of queries over the run's window, evaluated at its end:
 
 * recorded: the hourly samples ``account_user:*:…1h`` at ``a+1h … b`` (each covers the hour before
   it), summed by a subquery at a 1h step — the rules' own tiling;
-* raw: the rules' expressions over the whole window — GPU-hours as the minutes a job-labelled GPU
-  series was present (a subquery at a 1m step, as ``job:gpus_allocated:count`` counts them), energy
-  as ``increase()`` of DCGM's mJ counter over the window (counter resets handled by
-  VictoriaMetrics; its base is the last sample before the window, so a job crossing a boundary is
-  split there), joined on ``(instance, hpc_job)`` to ``slurm_job_info``.
+* raw: the rules' expressions over the whole window, minute by minute (a subquery at a 1m step, as
+  the rules record them) — GPU-hours as the share of a GPU each job held in each minute, energy as
+  each job series' ``increase()`` of DCGM's mJ counter in the minute times that share, joined on
+  ``(instance, hpc_job)`` to ``slurm_job_info``.
+
+A GPU's share: a whole GPU is 1, a MIG instance of profile ``Ng.*`` is N/7 (N/4 on an A30), and
+the jobs on one GPU or instance in the same minute split it equally (:func:`fraction`, :func:`share`).
+Every report also reads the cluster's own figures — each GPU's counter once, and what no one was
+charged of it — so that the charges can be checked against them (docs/reports.md, "Conservation").
 
 GPUs without a job (no ``hpc_job``) are charged to no one. Hours without any GPU series are counted
 and said, never reported as measured zeros; a period without any is refused.
@@ -195,6 +199,17 @@ def raw_queries(window: int, matcher: str) -> dict[str, str]:
     }
 
 
+#: the cluster's figures every report reads, whatever its account filter (the conservation check)
+CLUSTER_FIGURES = (
+    "cluster_joules",
+    "unallocated_joules",
+    "charged_joules",
+    "cluster_gpu_hours",
+    "unallocated_gpu_hours",
+    "charged_gpu_hours",
+)
+
+
 @dataclass
 class Usage:
     """What :func:`collect` read: per (account, user) sums, and where the hours came from."""
@@ -203,8 +218,15 @@ class Usage:
     gpu_hours: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
     joules: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
     jobs: dict[tuple[str, str], set[str]] = field(default_factory=lambda: defaultdict(set))
-    #: every GPU's energy, allocated or not (the energy report's GPU share of E_IT)
+    #: every GPU's energy, allocated or not, each GPU's counter once (the energy report's GPU share
+    #: of E_IT); what no one was charged of it; and what all accounts were charged (any filter aside)
     cluster_joules: float = 0.0
+    unallocated_joules: float = 0.0
+    charged_joules: float = 0.0
+    #: the same in GPU-hours: GPUs scraped, the parts no job held, what all accounts were charged
+    cluster_gpu_hours: float = 0.0
+    unallocated_gpu_hours: float = 0.0
+    charged_gpu_hours: float = 0.0
     recorded_hours: int = 0
     raw_hours: int = 0
     hours_without_data: int = 0
@@ -221,7 +243,8 @@ class Usage:
             self.joules[key] += value
         for key, ids in other.jobs.items():
             self.jobs[key] |= ids
-        self.cluster_joules += other.cluster_joules
+        for name in CLUSTER_FIGURES:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
         self.recorded_hours += other.recorded_hours
         self.raw_hours += other.raw_hours
         self.hours_without_data += other.hours_without_data
@@ -296,8 +319,9 @@ def collect(
             if jobs:
                 for labels, _ in vm.query(queries["jobs"], hi):
                     usage.jobs[_key(labels)].add(labels.get("hpc_job", ""))
-            if account is None:
-                usage.cluster_joules += sum(v for _, v in vm.query(queries["cluster_joules"], hi))
+            for name in CLUSTER_FIGURES:
+                got = sum(v for _, v in vm.query(queries[name], hi))
+                setattr(usage, name, getattr(usage, name) + got)
     return usage
 
 
