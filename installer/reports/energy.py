@@ -65,6 +65,7 @@ def read_meter(
             covered = max(covered, inc.covered_s)
         reading.covered_s += covered
         reading.monthly_kwh[month.label] = kwh
+        del found  # one month's samples in memory at a time, not two while the next is read
     reading.series = len(names)
     if not names:
         raise ReportInputError(
