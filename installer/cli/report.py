@@ -151,10 +151,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     verify = rsub.add_parser(
         "verify",
-        help="check a report file's signature",
+        help="check a report's signature and the CSV and PDF beside it",
         description="Check FILE against FILE.minisig with the report public key: the signature, that FILE "
-        "is canonical JSON, and that the signature names its SHA-256. `minisign -V -m FILE -x "
-        "FILE.minisig -p report.pub` checks the signature without vigil.",
+        "is canonical JSON, and that the signature names its SHA-256. Then each rendering beside it "
+        "(report.csv, report.pdf): its signature, and that the signature's trusted comment names FILE's "
+        "SHA-256 (a rendering of another report fails). `minisign -V -m FILE -x FILE.minisig -p "
+        "report.pub` checks one signature without vigil.",
     )
     verify.add_argument("file", metavar="FILE", type=Path, help="report.json")
     verify.add_argument(
@@ -165,8 +167,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     exp = rsub.add_parser(
         "export",
         help="copy a report with its signatures, public key and a README",
-        description="Write report.json, report.csv, their .minisig files, report.pub and README.txt (the "
-        "verification commands) into the new directory DIR.",
+        description="Write report.json, report.csv, report.pdf, their .minisig files, report.pub and "
+        "README.txt (the verification commands) into the new directory DIR. Each rendering must be bound "
+        "to the JSON (its signature names the JSON's SHA-256), else nothing is written.",
     )
     exp.add_argument("id", metavar="ID", help="the report's SHA-256 or a unique prefix")
     exp.add_argument("--out", metavar="DIR", type=Path, required=True, help="directory to create")
@@ -305,7 +308,10 @@ def show_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
 
 def verify_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
     v = ops.report_verify(inv, args.file, pub=args.pub)
-    ok(str(v.path), f"{v.kind} report {v.label}, sha256 {v.sha256}, signed by key {v.key_id}")
+    ok(
+        str(v.path),
+        f"{v.kind} report {v.label}, sha256 {v.sha256}, signed by key {v.key_id}; {v.renderings_note}",
+    )
     return 0
 
 

@@ -36,6 +36,7 @@ from vigil.installer.reports import (
     report_key,
     usage_document,
     verify_file,
+    verify_report,
     year_period,
 )
 from vigil.installer.reports.closing import (
@@ -353,20 +354,26 @@ def report_show(inv: Invocation, ident: str) -> tuple[Stored, bytes]:
 
 def report_verify(inv: Invocation, file: Path, *, pub: Path | None = None) -> Verified:
     """``report.verify``: FILE against FILE.minisig and the report public key (this appliance's own,
-    or ``pub``): signature, canonical form, and the digest the signature names."""
+    or ``pub``): signature, canonical form, and the digest the signature names; then each rendering
+    beside it (report.csv, report.pdf): its signature, and that its signed comment names FILE's digest."""
     inv.object = str(file)
     store = ReportStore(inv.home)
     key_path = pub or store.public_key_path
     if pub is None and not os.path.lexists(key_path):
         raise ReportInputError(str(file), f"no report key on this host ({key_path}); pass --pub report.pub")
-    verified = verify_file(file, load_pub(key_path))
-    inv.details.update(sha256=verified.sha256, key_id=verified.key_id, pub=str(key_path))
+    verified = verify_report(file, load_pub(key_path))
+    inv.details.update(
+        sha256=verified.sha256,
+        key_id=verified.key_id,
+        pub=str(key_path),
+        renderings=[p.name for p in verified.renderings],
+    )
     return verified
 
 
 def report_export(inv: Invocation, ident: str, out: Path) -> Path:
-    """``report.export``: report.json, report.csv, their signatures, report.pub and a README into the
-    new directory OUT."""
+    """``report.export``: report.json, report.csv, report.pdf, their signatures, report.pub and a
+    README into the new directory OUT; each rendering must be bound to the JSON it leaves beside."""
     store = ReportStore(inv.home)
     stored = store.find(ident)
     key = report_key(store.dir, create=False)

@@ -24,7 +24,7 @@ from vigil.installer.reports.render import render_csv
 from vigil.installer.reports.site import UNITS, Site, load_site
 from vigil.installer.reports.store import ReportStore, Stored
 from vigil.installer.reports.usage import Usage, collect
-from vigil.installer.reports.verify import Verified, load_pub, verify_file
+from vigil.installer.reports.verify import Verified, load_pub, verify_file, verify_report
 from vigil.installer.reports.vm import VictoriaMetrics
 
 __all__ = [
@@ -61,5 +61,6 @@ __all__ = [
     "report_key",
     "usage_document",
     "verify_file",
+    "verify_report",
     "year_period",
 ]

@@ -8,9 +8,9 @@ import tempfile
 from pathlib import Path
 
 from vigil.basics.atomic import fsync_dir
-from vigil.installer.reports.errors import ReportError
+from vigil.installer.reports.errors import ReportError, ReportVerifyError
 from vigil.installer.reports.store import CSV_NAME, JSON_NAME, PDF_NAME, Stored
-from vigil.installer.reports.verify import SIG_SUFFIX
+from vigil.installer.reports.verify import SIG_SUFFIX, load_pub, verify_report
 
 PUB_NAME = "report.pub"
 README_NAME = "README.txt"
@@ -34,10 +34,13 @@ Verify with the stock minisign tool (no vigil needed):
   minisign -V -m report.csv -x report.csv.minisig -p report.pub
   minisign -V -m report.pdf -x report.pdf.minisig -p report.pub
 minisign prints "Signature and comment signature verified" and the trusted comment, which names
-the report's SHA-256; check it against:
+the report's SHA-256 (for report.csv and report.pdf: "csv of sha256:..." and "pdf of sha256:...");
+all three must name the SHA-256 that this prints:
   sha256sum report.json
+A CSV or PDF whose comment names another SHA-256 is a rendering of another report, even though
+its signature verifies.
 
-Or with vigil:
+Or with vigil, which checks the CSV and the PDF beside report.json too:
   vigil report verify report.json --pub report.pub
 Any change to report.json, even one character, makes verification fail.
 """
@@ -45,7 +48,9 @@ Any change to report.json, even one character, makes verification fail.
 
 def export_report(stored: Stored, pub: Path, key_id: str, out: Path) -> Path:
     """Copy the report, its CSV and PDF, their signatures, the public key and a README into the new
-    directory ``out`` (staged beside it, then renamed: it exists whole or not at all)."""
+    directory ``out`` (staged beside it, then renamed: it exists whole or not at all). The staged
+    copies are verified against ``pub`` before the rename: the JSON names ``stored``'s digest and
+    each rendering is bound to it, else nothing is exported and the stored file is named."""
     if os.path.lexists(out):
         raise ReportError(str(out), "already exists; give a new directory")
     parent = out.parent if str(out.parent) else Path(".")
@@ -60,9 +65,21 @@ def export_report(stored: Stored, pub: Path, key_id: str, out: Path) -> Path:
             src = stored.dir / name
             if os.path.islink(src):
                 raise ReportError(str(src), "is a symbolic link; refusing to follow it")
+            if not src.is_file():
+                raise ReportError(str(src), "missing from the stored report")
             shutil.copyfile(src, stage / name)
             os.chmod(stage / name, 0o444)
         shutil.copyfile(pub, stage / PUB_NAME)
+        key = load_pub(stage / PUB_NAME)
+        try:  # what leaves is what was checked: the copies, against the key they leave with
+            verified = verify_report(stage / JSON_NAME, key)
+        except ReportVerifyError as exc:  # named as stored: the stage is gone when this is read
+            where = str(stored.dir / Path(exc.obj).name)
+            raise ReportVerifyError(where, exc.reason.replace(str(stage), str(stored.dir))) from None
+        if verified.sha256 != stored.sha256:
+            raise ReportVerifyError(
+                str(stored.json_path), f"its SHA-256 is {verified.sha256}, not {stored.sha256} as stored"
+            )
         (stage / README_NAME).write_text(readme(stored, key_id))
         os.chmod(stage, 0o755)  # noqa: S103 - an export is for others to read (nothing in it is secret)
         fsync_dir(stage)

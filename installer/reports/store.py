@@ -7,8 +7,9 @@
       objects/<sha256>/            one directory per report, named by the SHA-256 of its JSON
         report.json                canonical JSON (0444)
         report.json.minisig        minisign signature of report.json
-        report.csv, report.csv.minisig
-        report.pdf, report.pdf.minisig  (none for meter closings, or reports stored before the PDF)
+        report.csv, report.csv.minisig  renderings; each signature's trusted comment names the
+        report.pdf, report.pdf.minisig  JSON's digest (no PDF for meter closings, or reports stored
+                                        before the PDF)
       index.jsonl                  one line per generation, appended (O_APPEND), never rewritten
 
 A report's directory is written under ``objects/.stage-*`` and renamed into place, so it is there
@@ -37,7 +38,7 @@ from vigil.installer.reports.errors import ReportError
 from vigil.installer.reports.keys import key_paths, report_key
 from vigil.installer.reports.pdf import render_pdf
 from vigil.installer.reports.render import render_csv
-from vigil.installer.reports.verify import SIG_SUFFIX, trusted_comment
+from vigil.installer.reports.verify import SIG_SUFFIX, rendering_comment, trusted_comment
 
 JSON_NAME = "report.json"
 CSV_NAME = "report.csv"
@@ -126,9 +127,10 @@ class ReportStore:
         renderings = [(CSV_NAME, "csv", render_csv(signed))]
         if kind != "closing":  # a meter closing is figures for the yearly report, not for reading
             renderings.append((PDF_NAME, "pdf", render_pdf(signed)))
-        for name, what, content in renderings:
+        for name, role, content in renderings:
+            # the rendering is bound to this JSON: its signed comment names its role and the digest
             files[name] = content
-            rendering = f"vigil {kind} report {label} {what} of sha256:{digest}"
+            rendering = rendering_comment(kind, label, role, digest)
             files[name + SIG_SUFFIX] = key.sign_minisig(content, trusted_comment=rendering).to_text().encode()
         target = self.objects / digest
         new = not os.path.lexists(target)

@@ -11,20 +11,29 @@ own message, or an answer that is not what the API promises.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import math
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from vigil.basics.bounded import shown
 from vigil.installer.access import SiteAccess, failure_reason
 from vigil.installer.reports.errors import ReportError, ReportInputError
 
 Labels = dict[str, str]
-#: the most bytes one answer may have (a year of raw samples of one meter at 15 s is ~60 MB)
-MAX_BODY = 1 << 30
+#: the most bytes one answer may have. A year's job count of 300,000 jobs (VictoriaMetrics' default
+#: -search.maxUniqueTimeseries) is about 30 MB; a month of one meter's raw samples at 15 s about 5 MB.
+MAX_BODY = 64 << 20
+#: the most values one answer may hold, counted on its bytes before it is parsed (:func:`_values`).
+#: Memory goes with values, not bytes: 60 MB of ``[1,"1"],`` parsed and read took 1.5 GB. The worst
+#: answers just under both caps peaked at about 530 MB (raw samples) and 490 MB (range points, labels)
+#: in the whole process. A year's job count is 17 values a job (5.1 M at 300,000 jobs).
+MAX_VALUES = 6_000_000
 
 
 def check_url(url: str) -> str:
@@ -76,7 +85,13 @@ class VictoriaMetrics:
             prefix = "" if reason.startswith("TLS") else "unreachable: "
             raise ReportError(self.name, f"{prefix}{reason}") from None
         if len(body) > MAX_BODY:
-            raise ReportError(self.name, f"{path}: answer larger than {MAX_BODY} bytes")
+            raise ReportError(self.name, f"{path}: answer larger than {MAX_BODY:,} bytes; refused")
+        if _values(body) > MAX_VALUES:
+            raise ReportError(
+                self.name,
+                f"{path}: answer holds more than {MAX_VALUES:,} values "
+                "(counted before reading them); refused",
+            )
         return body
 
     def _data(self, path: str, params: list[tuple[str, str]]) -> Any:
@@ -93,30 +108,45 @@ class VictoriaMetrics:
             raise ReportError(self.name, f"{path}: unexpected answer {str(doc)[:200]}")
         return doc["data"]
 
+    def _results(self, path: str, data: Any) -> Iterator[tuple[int, Labels, Any]]:
+        """Each series of a query's ``result``: its number, checked labels, and the item itself."""
+        result = data.get("result", [])
+        if not isinstance(result, list):
+            raise ReportError(self.name, f"{path}: result is not a list")
+        for n, item in enumerate(result, 1):
+            if not isinstance(item, dict):
+                raise ReportError(self.name, f"{path}: result {n} is not a series")
+            yield n, _labels(item.get("metric", {}), f"{path}: result {n}", self.name), item
+
     def query(self, expr: str, at: int) -> list[tuple[Labels, float]]:
         """An instant query at ``at``: each series' labels and value (NaN values left out)."""
-        data = self._data("/api/v1/query", [("query", expr), ("time", str(at))])
+        path = "/api/v1/query"
+        data = self._data(path, [("query", expr), ("time", str(at))])
         out = []
-        for item in data.get("result", []):
-            value = _number(item["value"][1], self.name)
+        for n, labels, item in self._results(path, data):
+            try:
+                value = _number(item["value"][1], self.name)
+            except (KeyError, IndexError, TypeError):
+                raise ReportError(self.name, f"{path}: result {n} has no value") from None
             if math.isfinite(value):
-                out.append((dict(item.get("metric", {})), value))
+                out.append((labels, value))
         return out
 
     def query_range(
         self, expr: str, start: int, end: int, step: int
     ) -> list[tuple[Labels, list[tuple[int, float]]]]:
+        path = "/api/v1/query_range"
         data = self._data(
-            "/api/v1/query_range",
-            [("query", expr), ("start", str(start)), ("end", str(end)), ("step", f"{step}s")],
+            path, [("query", expr), ("start", str(start)), ("end", str(end)), ("step", f"{step}s")]
         )
-        return [
-            (
-                dict(item.get("metric", {})),
-                [(int(t), _number(v, self.name)) for t, v in item.get("values", [])],
-            )
-            for item in data.get("result", [])
-        ]
+        out = []
+        for n, labels, item in self._results(path, data):
+            try:
+                points = [(int(t), _number(v, self.name)) for t, v in item.get("values", [])]
+            except (ValueError, TypeError):
+                raise ReportError(self.name, f"{path}: result {n} has values that are not points") from None
+            out.append((labels, points))
+        return out
 
     def export(self, selector: str, start: int, end: int) -> list[tuple[Labels, list[tuple[float, float]]]]:
         """Raw samples of every series ``selector`` matches in ``[start, end]``, in time order."""
@@ -127,13 +157,47 @@ class VictoriaMetrics:
                 continue
             try:
                 item = json.loads(line)
-                labels = dict(item["metric"])
-                pairs = sorted(zip(item["timestamps"], item["values"], strict=True))
+                labels = _labels(item["metric"], f"/api/v1/export: line {n}", self.name)
+                times, values = item["timestamps"], item["values"]
+                pairs: Iterator[tuple[Any, Any]] = zip(times, values, strict=True)
+                if any(a > b for a, b in itertools.pairwise(times)):
+                    pairs = iter(sorted(pairs))  # VictoriaMetrics sends them in order: no copy then
                 samples = [(t / 1000.0, float(v)) for t, v in pairs if v is not None]
+                del item, times, values
             except (ValueError, KeyError, TypeError):
                 raise ReportError(self.name, f"/api/v1/export: line {n} is not a series") from None
             out.append((labels, samples))
         return out
+
+
+def _values(body: bytes) -> int:
+    """At least as many as the JSON values and keys ``body`` holds, counted on its bytes: a value is
+    a container (opened by a bracket), a string (two quotes), or follows a comma or is first in its
+    container (counted by the bracket). Brackets, quotes and commas inside strings count too."""
+    return body.count(b",") + body.count(b"[") + body.count(b"{") + body.count(b'"') // 2
+
+
+def _labels(metric: Any, what: str, where: str) -> Labels:
+    """A series' labels: names and values that are text. A lone surrogate (``"\\ud800"`` in the JSON)
+    is not: VictoriaMetrics stores labels as UTF-8, so only something else answering in its place
+    writes one. It is refused rather than replaced by U+FFFD, which would merge two accounts that
+    differ in it and print a name no one has."""
+    if not isinstance(metric, dict):
+        raise ReportError(where, f"{what}: its labels are not a mapping")
+    for name, value in metric.items():
+        if not isinstance(value, str):
+            raise ReportError(where, f"{what}: label {shown(name)} is not text")
+        for text in (name, value):
+            if not text.isascii():
+                try:
+                    text.encode()
+                except UnicodeEncodeError:
+                    raise ReportError(
+                        where,
+                        f"{what}: label {shown(name)} is not valid Unicode (a lone surrogate), which "
+                        "VictoriaMetrics does not store; refused",
+                    ) from None
+    return metric
 
 
 def _number(text: Any, where: str) -> float:

@@ -39,7 +39,10 @@ def generated_line(gen: ops.Generated) -> str:
 
 def verified_line(v: Verified) -> str:
     """``vigil report verify``'s OK line."""
-    return f"OK: {v.path}: {v.kind} report {v.label}, sha256 {v.sha256}, signed by key {v.key_id}"
+    return (
+        f"OK: {v.path}: {v.kind} report {v.label}, sha256 {v.sha256}, signed by key {v.key_id}; "
+        f"{v.renderings_note}"
+    )
 
 
 def exported_line(ident: str, out: Path) -> str:

@@ -363,3 +363,57 @@ def test_a_200000_character_name_renders_in_bounded_time(tmp_path: Path) -> None
     text = pdftext(path)
     assert "ж" * 10 + "..." in text and "ж" * 60 not in text
     assert "#" * 10 + "..." in text and "page 1 of 1" in text
+
+
+#: renders a usage report whose account and user names have argv[1] characters, three times, and
+#: prints the fastest (its own process: a quadratic writer is stopped by the timeout, not waited for)
+_TIMED_RENDER = """
+import sys, time
+from tests.unit.reports.test_report_store import sample_doc
+from vigil.installer.reports.pdf import render_pdf
+doc = sample_doc()
+doc["accounts"][0]["account"] = "a" * int(sys.argv[1])
+doc["accounts"][0]["users"][0]["user"] = "u" * int(sys.argv[1])
+times = []
+for _ in range(3):
+    t = time.perf_counter()
+    render_pdf(doc)
+    times.append(time.perf_counter() - t)
+print(min(times))
+"""
+
+
+def _render_seconds(chars: int, timeout: float) -> float:
+    root = Path(__file__).resolve().parents[3]
+    try:
+        res = subprocess.run(
+            [sys.executable, "-c", _TIMED_RENDER, str(chars)],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=root,
+            env={**os.environ, "PYTHONPATH": str(root)},
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"a PDF with {chars:,}-character names took over {timeout:.1f} s")
+    return float(res.stdout)
+
+
+def test_a_200000_character_name_renders_in_linear_time_and_the_json_and_csv_keep_it(
+    tmp_path: Path,
+) -> None:
+    """100 times the characters may cost at most 100 times the time, with 5 times that for a loaded
+    machine; a writer that measures the name again for each character it cuts costs 10,000 times."""
+    baseline = _render_seconds(2_000, timeout=120)
+    allowed = 500 * baseline
+    big = _render_seconds(200_000, timeout=30 + allowed)
+    assert big < allowed, f"2,000 characters: {baseline:.4f} s; 200,000: {big:.4f} s"
+    doc = sample_doc()
+    name = "a" * 200_000
+    doc["accounts"][0]["account"] = name
+    stored = ReportStore(tmp_path / "home").add(doc, generated_at="x")
+    assert name in stored.json_path.read_text() and f"\n2025-10,{name},," in stored.csv_path.read_text()
+    qpdf_check(stored.pdf_path)
+    text = pdftext(stored.pdf_path)
+    assert "a" * 100 not in text and "a..." in text and "page 1 of 1" in text

@@ -123,7 +123,7 @@ def test_list_show_verify_export_and_an_edit(
     assert '"account": "physics"' in seen["detail"]
     assert seen["verify"] == [
         f"OK: {stored.json_path}: usage report 2025-10, sha256 {stored.sha256}, "
-        f"signed by key {seen['rows'][0][4]}"
+        f"signed by key {seen['rows'][0][4]}; report.csv, report.pdf bound to it"
     ]
     assert seen["export"][0].startswith(f"OK: report {stored.id}: exported to {out} (verify: minisign")
     assert sorted(p.name for p in out.iterdir()) == [
