@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from vigil.bundle.fetchers._project import build_project_wheel
-from vigil.exporters.slurm.commands import COMMANDS
+from vigil.exporters.slurm.commands import commands, new_marks
 from vigil.installer.lab import LabPaths, ssh, ssh_argv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,7 +102,7 @@ def main() -> int:
             job_ids.append(cp.stdout.strip().split(";")[0])
         print(f"submitted {len(job_ids)} held arrays ({a.jobs} tasks) in {time.monotonic() - t:.1f}s")
         bare = " & ".join(
-            " ".join(shlex.quote(x) for x in argv) + " >/dev/null" for argv in COMMANDS.values()
+            " ".join(shlex.quote(x) for x in argv) + " >/dev/null" for argv in commands(new_marks()).values()
         )
         script = REMOTE % {"prefix": PREFIX, "rounds": a.rounds, "bare": bare + " & wait", "account": ACCOUNT}
         cp = subprocess.run(

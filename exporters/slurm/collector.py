@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Callable
 
 from vigil.exporters._expo import Family, render
@@ -141,13 +141,14 @@ class SlurmCollector:
         self,
         *,
         timeout: float = DEFAULT_TIMEOUT,
-        commands: Mapping[str, Sequence[str]] | None = None,
         env: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        marks: Callable[[], _cmd.Marks] = _cmd.new_marks,
     ) -> None:
         self.timeout = timeout
-        self.commands: dict[str, list[str]] = {k: list(v) for k, v in (commands or _cmd.COMMANDS).items()}
+        self.commands = _cmd.COMMAND_NAMES
         self.env = env
+        self._marks = marks
         self._clock = clock
         self._lock = threading.Lock()
         self.errors: dict[str, int] = {name: 0 for name in self.commands}
@@ -155,8 +156,9 @@ class SlurmCollector:
     def scrape(self) -> str:
         with self._lock:
             start = self._clock()
-            results = _cmd.run_all(self.commands, timeout=self.timeout, env=self.env)
-            fams = self._families(results)
+            marks = self._marks()  # fresh for each scrape: see commands.Marks
+            results = _cmd.run_all(_cmd.commands(marks), timeout=self.timeout, env=self.env)
+            fams = self._families(results, marks)
             for r in results.values():
                 if not r.ok:
                     self.errors[r.command] = self.errors.get(r.command, 0) + 1
@@ -164,13 +166,13 @@ class SlurmCollector:
             fams.extend(self._self_metrics(results, self._clock() - start))
             return render(fams)
 
-    def _families(self, results: Mapping[str, _cmd.Result]) -> list[Family]:
+    def _families(self, results: Mapping[str, _cmd.Result], marks: _cmd.Marks) -> list[Family]:
         fams: list[Family] = []
         sq = results.get("squeue")
         if sq is not None and sq.ok:
-            jobs = parse_squeue(sq.stdout)
+            jobs = parse_squeue(sq.stdout, marks)
             if jobs.bad_lines:
-                log.warning("squeue: %d of %d lines not understood", jobs.bad_lines, jobs.lines)
+                log.warning("squeue: %d of %d records not understood", jobs.bad_lines, jobs.lines)
             f = Family(
                 "slurm_jobs",
                 "gauge",
@@ -193,9 +195,9 @@ class SlurmCollector:
             fams.append(f)
         si = results.get("sinfo")
         if si is not None and si.ok:
-            nodes, bad = parse_sinfo(si.stdout)
+            nodes, bad = parse_sinfo(si.stdout, marks)
             if bad:
-                log.warning("sinfo: %d lines not understood", bad)
+                log.warning("sinfo: %d records not understood", bad)
             by_state: dict[str, int] = {}
             for node in nodes.values():
                 by_state[node.state] = by_state.get(node.state, 0) + 1

@@ -1,10 +1,16 @@
-"""Parsers for the output of the format strings in :mod:`vigil.exporters.slurm.commands`."""
+"""Parsers for the output of the format strings in :mod:`vigil.exporters.slurm.commands`.
+
+Records are split on the scrape's :class:`~vigil.exporters.slurm.commands.Marks`, never on a newline
+or ``|``: an account name may hold either, and is kept as Slurm printed it (not even stripped).
+"""
 
 from __future__ import annotations
 
 import re
 from collections import Counter
 from typing import NamedTuple
+
+from vigil.exporters.slurm.commands import SINFO_FIELDS, SQUEUE_FIELDS, Marks
 
 _GRES_ITEM = re.compile(r"^gpu(?::([^:(]+))?:(\d+)")
 
@@ -65,25 +71,35 @@ class Jobs(NamedTuple):
     bad_lines: int
 
 
-def parse_squeue(text: str) -> Jobs:
-    """Count jobs. Identical lines (array tasks, mostly) are counted first and parsed once each,
-    which keeps a scrape of tens of thousands of queued tasks close to the cost of squeue itself."""
+def records(text: str, marks: Marks, fields: int) -> Counter[tuple[str, ...]]:
+    """The records in TEXT, each split into its FIELDS fields, with how often each occurs; anything
+    that is not such a record (a wrong field count, text after the last record) is counted under ``()``.
+    Identical records (array tasks, mostly) are counted first and split once each."""
+    chunks = text.split(marks.end + "\n")
+    out: Counter[tuple[str, ...]] = Counter()
+    if chunks[-1].strip():
+        out[()] += 1
+    for chunk, n in Counter(chunks[:-1]).items():
+        parts = tuple(chunk.split(marks.field))
+        out[parts if len(parts) == fields else ()] += n
+    return out
+
+
+def parse_squeue(text: str, marks: Marks) -> Jobs:
+    """Count jobs, which keeps a scrape of tens of thousands of queued tasks close to the cost of
+    squeue itself (see :func:`records`)."""
     by_state: Counter[tuple[str, str, str]] = Counter()
     reasons: Counter[tuple[str, str]] = Counter()
     cpus: Counter[str] = Counter()
     gpus: Counter[str] = Counter()
     lines = bad = 0
-    for line, n in Counter(text.splitlines()).items():
-        if not line.strip():
-            continue
+    for parts, n in records(text, marks, len(SQUEUE_FIELDS)).items():
         lines += n
-        parts = line.split("|", 7)
-        if len(parts) != 8:
+        if not parts:
             bad += n
             continue
         state, account, partition, _user, nodes, ncpus, tres, reason = parts
         state = state.strip().lower()
-        account = account.strip()
         partition = partition.strip()
         by_state[(state, account, partition)] += n
         if state == "pending":
@@ -125,22 +141,19 @@ def split_state(raw: str) -> tuple[str, str]:
     return s or "unknown", flags
 
 
-def parse_sinfo(text: str) -> tuple[dict[str, Node], int]:
-    """Nodes by name (a node listed under several partitions is counted once) and the bad line count."""
+def parse_sinfo(text: str, marks: Marks) -> tuple[dict[str, Node], int]:
+    """Nodes by name (a node listed under several partitions is counted once) and the bad record count."""
     nodes: dict[str, Node] = {}
     bad = 0
-    for line in text.splitlines():
-        if not line.strip():
+    for record, count in records(text, marks, len(SINFO_FIELDS)).items():
+        if not record:
+            bad += count
             continue
-        parts = [p.strip() for p in line.split("|")]
-        if len(parts) != 6:
-            bad += 1
-            continue
-        name, state, cpus, gres, gres_used, partition = parts
+        name, state, cpus, gres, gres_used, partition = (p.strip() for p in record)
         try:
             a, i, o, t = (int(x) for x in cpus.split("/"))
         except ValueError:
-            bad += 1
+            bad += count
             continue
         partition = partition.rstrip("*")
         if name in nodes:

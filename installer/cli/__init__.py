@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vigil.basics.errors import UsageError, VigilError
+from vigil.basics.printable import visible
 from vigil.installer.audit.errors import AuditError
 from vigil.installer.ops import Invocation, audited
 
@@ -128,9 +129,10 @@ def on_terminal() -> bool:
 def _fail(exc: VigilError, verbose: bool) -> None:
     if verbose:
         traceback.print_exception(exc)
-    print(f"FAIL: {exc}", file=sys.stderr)
+    # the object and the reason may quote a host, a service or a bundle: one line, escapes visible
+    print(f"FAIL: {visible(str(exc))}", file=sys.stderr)
     if exc.diagnostics() and verbose:
-        print(exc.diagnostics(), file=sys.stderr)
+        print(visible(exc.diagnostics(), newlines=True), file=sys.stderr)
 
 
 if __name__ == "__main__":  # pragma: no cover

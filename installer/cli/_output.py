@@ -1,4 +1,11 @@
-"""Output helpers shared by the subcommands: OK lines, JSON, and the operations' progress events."""
+"""Output helpers shared by the subcommands: OK lines, JSON, and the operations' progress events.
+
+Text a host, a service, a bundle or the audit trail supplied reaches the terminal through
+:func:`say` or :func:`ok` (and the FAIL line through ``main``): each line is printed with its control
+characters, escape sequences, bidirectional overrides and newlines written out as visible escapes
+(:func:`vigil.basics.printable.visible`), so it can neither rewrite nor hide another line, nor start
+one of its own. JSON output escapes them by itself (``\u001b``).
+"""
 
 from __future__ import annotations
 
@@ -6,13 +13,31 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Any
+from typing import Any, TextIO
 
+from vigil.basics.printable import visible
 from vigil.installer.ops import Event, Invocation, Step
 
 
 def ok(obj: str, message: str) -> None:
-    print(f"OK: {obj}: {message}")
+    print(f"OK: {visible(obj)}: {visible(message)}")
+
+
+def say(*lines: object, file: TextIO | None = None, flush: bool = False) -> None:
+    """Print each of LINES as one line of its own (a newline inside it is shown as ``\\n``)."""
+    for line in lines:
+        print(visible(line), file=file, flush=flush)
+
+
+def visible_tree(value: Any) -> Any:
+    """VALUE (JSON-like data) with every string, keys too, made :func:`visible` for one line."""
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, dict):
+        return {visible_tree(k): visible_tree(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [visible_tree(v) for v in value]
+    return value
 
 
 def emit_json(data: Any) -> None:
@@ -36,7 +61,7 @@ def showing_progress(inv: Invocation, *, steps: str | None = None, bars: bool = 
             nonlocal progress
             if isinstance(event, Step):
                 if steps is not None:
-                    print(f"{steps}{event.text}", file=sys.stderr, flush=True)
+                    say(f"{steps}{event.text}", file=sys.stderr, flush=True)
             elif show_bars:
                 if progress is None:
                     progress = stack.enter_context(_bar())

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from vigil.basics.printable import visible
 from vigil.installer import ops
 
 CSV_COLUMNS = (
@@ -136,7 +137,7 @@ def show_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
             writer.writerow(_csv_row(record))
     else:
         for record in records:
-            out.write(_text_line(record) + "\n")
+            out.write(visible(_text_line(record)) + "\n")  # recorded text: escapes shown, one line
     return 0
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from vigil.bundle.signing import read_passphrase
 from vigil.installer import ops
 from vigil.installer.cli._common import json_option, signing_options, trust_option
-from vigil.installer.cli._output import emit_json, ok, showing_progress
+from vigil.installer.cli._output import emit_json, ok, showing_progress, visible_tree
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -193,7 +193,8 @@ def _inspect(args: argparse.Namespace, inv: ops.Invocation) -> int:
     if args.json:
         emit_json(info)
         return 0
-    print(inspect_text(info, width=shutil.get_terminal_size().columns))
+    # an unverified bundle's names: each value shown with its escapes, on the line it belongs to
+    print(inspect_text(visible_tree(info), width=shutil.get_terminal_size().columns))
     return 0
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from vigil.basics.errors import VigilError
 from vigil.bundle.store import BundleStore
+from vigil.installer.cli._output import say
 from vigil.installer.lab.hosts import HOSTS, host_by_name
 from vigil.installer.ops import (
     Invocation,
@@ -135,7 +136,7 @@ def _demo(args: argparse.Namespace, inv: Invocation) -> int:
         _step("8. every scrape target up, as VictoriaMetrics on mon01 sees it")
         up = _wait_all_up(access)
         for (job, instance), value in sorted(up.items()):
-            print(f'  up{{job="{job}", instance="{instance}"}} = {value}')
+            say(f'  up{{job="{job}", instance="{instance}"}} = {value}')
         _step("9. a GPU fault end to end: a Slurm job on gpu01, its GPU 0 overheats, Alertmanager is told")
         alert = _fault_to_alert(home, access)
         month = datetime.now(UTC).strftime("%Y-%m")
@@ -149,7 +150,7 @@ def _demo(args: argparse.Namespace, inv: Invocation) -> int:
     inv.details.update(version=version, bundle=str(bundle), lab=not args.no_lab)
     print(f"\nOK: demo: bundle {bundle} built, verified and imported; state in {home}")
     if alert is not None:
-        print(f"  the alert: {_describe(alert)}")
+        say(f"  the alert: {_describe(alert)}")
         _print_addresses(home, site_access(home))
     _print_next(home, bundle, lab=not args.no_lab)
     return 0
@@ -462,11 +463,11 @@ def _fault_to_alert(home: Path, access: SiteAccess) -> dict[str, Any]:
 
         alert: dict[str, Any] = _poll(f"{FAULT_ALERT} for job {job} at Alertmanager", critical, 300)
         for a in sorted(mine(), key=lambda a: a["labels"]["alertname"]):
-            print(f"  {_describe(a)}")
+            say(f"  {_describe(a)}")  # alert labels: an account is what a Slurm user typed
             if a["status"]["inhibitedBy"]:
                 print("      held back by the critical one (inhibition: one page, not two)")
-        print(f"      summary: {alert['annotations'].get('summary', '')}")
-        print(f"      runbook: {alert['annotations'].get('runbook_url', '')}")
+        say(f"      summary: {alert['annotations'].get('summary', '')}")
+        say(f"      runbook: {alert['annotations'].get('runbook_url', '')}")
         return alert
     finally:
         if injected:

@@ -10,9 +10,11 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from vigil.basics.printable import visible
 from vigil.installer import ops
 from vigil.installer.cli._common import json_option, trust_option
 from vigil.installer.cli._output import emit_json
+from vigil.installer.cli._output import say as _say
 from vigil.installer.deploy import DEFAULT_FORKS, MAX_FORKS, PlaybookRun
 
 #: how often the live table drains the run's event queue and redraws (seconds)
@@ -68,6 +70,7 @@ def _live(run: PlaybookRun, events: queue.Queue[dict[str, Any]]) -> None:
     """A table of hosts and counts on the terminal, redrawn from the run's events until it ends."""
     from rich.live import Live
     from rich.table import Table
+    from rich.text import Text
 
     task = ""
     started = 0
@@ -84,14 +87,19 @@ def _live(run: PlaybookRun, events: queue.Queue[dict[str, Any]]) -> None:
                 started += 1
 
     def render() -> Table:
-        table = Table(title=f"task {started}: {task}", title_justify="left")
+        table = Table(title=Text(visible(f"task {started}: {task}")), title_justify="left")
         for col in ("host", "ok", "changed", "failed", "unreachable", "skipped"):
             table.add_column(col, justify="left" if col == "host" else "right")
         with run.progress.lock:
             for host in sorted(run.progress.hosts):
                 s = run.progress.hosts[host]
                 table.add_row(
-                    host, str(s.ok), str(s.changed), str(s.failed), str(s.unreachable), str(s.skipped)
+                    Text(visible(host)),
+                    str(s.ok),
+                    str(s.changed),
+                    str(s.failed),
+                    str(s.unreachable),
+                    str(s.skipped),
                 )
         return table
 
@@ -116,7 +124,7 @@ def _lines(run: PlaybookRun, events: queue.Queue[dict[str, Any]], out: TextIO) -
 
     def say(text: str) -> None:
         nonlocal last
-        print(text, file=out, flush=True)
+        _say(text, file=out, flush=True)
         last = time.monotonic()
 
     def drain() -> None:
@@ -199,14 +207,13 @@ def _deploy(args: argparse.Namespace, inv: ops.Invocation) -> int:
         )
     else:
         for f in result.progress.failures:
-            print(f"  {f.host}: {f.task}: {f.message}", file=sys.stderr)
+            _say(f"  {f.host}: {f.task}: {f.message}", file=sys.stderr)
         if plan.check:  # the drift question: what differs from the bundle, host by host
             print("would change:" if result.progress.changes else "would change: nothing")
             for c in sorted(result.progress.changes, key=lambda c: c.host):
-                print(f"  {c.line()}")
+                _say(f"  {c.line()}")
         print("recap:")
-        for line in result.recap_lines():
-            print(f"  {line}")
+        _say(*(f"  {line}" for line in result.recap_lines()))
         print(f"artifacts: {result.run_dir}")
     failure = ops.deploy_failure(result)
     if failure is not None:

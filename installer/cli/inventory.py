@@ -8,7 +8,7 @@ from pathlib import Path
 
 from vigil.installer import ops
 from vigil.installer.cli._common import json_option, trust_option
-from vigil.installer.cli._output import emit_json, ok
+from vigil.installer.cli._output import emit_json, ok, say
 from vigil.installer.deploy import DeployError as ops_error
 
 
@@ -78,8 +78,7 @@ def _check(args: argparse.Namespace, inv: ops.Invocation) -> int:
             }
         )
     else:
-        for line in result.lines():
-            print(line)
+        say(*result.lines())  # messages quoting the inventory's and hosts' values: escapes shown
     ops.inventory_failure(result, args.inventory)
     if not args.json:
         ok(str(args.inventory), f"{len(result.inventory.selected)} hosts checked; nothing contacted")
@@ -100,7 +99,6 @@ def _edit(args: argparse.Namespace, inv: ops.Invocation) -> int:
         bundle_version=args.bundle,
         ansible_dir=args.ansible_dir,
     )
-    for line in result.specs.deferred_lines() if result.specs else []:
-        print(f"  {line}")
+    say(*(f"  {line}" for line in (result.specs.deferred_lines() if result.specs else [])))
     ok(inv.object, f"written (sha256 {inv.details['sha256_after']}); {result.summary()}")
     return 0

@@ -9,7 +9,7 @@ from pathlib import Path
 from vigil.basics.errors import VigilError
 from vigil.installer import ops
 from vigil.installer.cli._common import json_option
-from vigil.installer.cli._output import emit_json, ok, showing_progress
+from vigil.installer.cli._output import emit_json, ok, say, showing_progress
 from vigil.installer.lab.hosts import (
     ADMIN_IP,
     BRIDGE,
@@ -222,7 +222,7 @@ def _status(args: argparse.Namespace, inv: ops.Invocation) -> int:
     for h in st["hosts"]:
         pid = h["pid"] if h["pid"] is not None else "-"
         extra = f" failed: {', '.join(h['failed_units'])}" if h["failed_units"] else ""
-        print(
+        say(  # the host's answers (system state, failed units): escapes shown
             f"{h['name']:6} {h['ip']:13} pid {pid!s:<8} {'up  ' if h['running'] else 'down'} "
             f"{h['system']}{extra}"
         )
@@ -231,7 +231,7 @@ def _status(args: argparse.Namespace, inv: ops.Invocation) -> int:
         + ", ".join(f"{k}={v}" for k, v in st["forwarding"].items())
     )
     if st["slurm_nodes"]:
-        print("slurm: " + ", ".join(f"{n} {s}" for n, s in sorted(st["slurm_nodes"].items())))
+        say("slurm: " + ", ".join(f"{n} {s}" for n, s in sorted(st["slurm_nodes"].items())))
     if st["inventory"]:
         print(f"inventory: {st['inventory']}")
     return 0 if healthy else 1

@@ -10,7 +10,7 @@ from typing import Any
 
 from vigil.basics.errors import UsageError
 from vigil.installer import ops
-from vigil.installer.cli._output import ok, showing_progress
+from vigil.installer.cli._output import ok, say, showing_progress
 
 FORMATS = ("json", "csv", "pdf")
 
@@ -177,8 +177,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _finish(gen: ops.Generated, formats: list[str], table: list[str]) -> int:
-    for line in table:
-        print(line)
+    say(*table)  # accounts, users and sites as the stored series name them: escapes shown
     s = gen.stored
     state = "stored" if s.new else "already stored (same data)"
     ok(f"{s.kind} report {s.label}", f"sha256 {s.sha256}, {state}, signed by key {gen.key_id}")
@@ -296,7 +295,7 @@ def close_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
 
 def list_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
     for e in ops.report_list(inv):
-        print(f"{e['sha256'][:12]}  {e['kind']:<6} {e['period']:<24} {e['generated']}  key {e['key_id']}")
+        say(f"{e['sha256'][:12]}  {e['kind']:<6} {e['period']:<24} {e['generated']}  key {e['key_id']}")
     return 0
 
 

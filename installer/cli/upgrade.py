@@ -9,7 +9,7 @@ from pathlib import Path
 
 from vigil.installer import ops
 from vigil.installer.cli._common import json_option, trust_option
-from vigil.installer.cli._output import emit_json, ok, showing_progress
+from vigil.installer.cli._output import emit_json, ok, say, showing_progress
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -102,8 +102,7 @@ def _upgrade(args: argparse.Namespace, inv: ops.Invocation) -> int:
         )
         return 0
     if out.checked_only:
-        for line in ops.upgrade_plan_lines(out.changes, out.target, out.files, out.files_unknown):
-            print(line)
+        say(*ops.upgrade_plan_lines(out.changes, out.target, out.files, out.files_unknown))
     ok(f"{args.action} {out.upgrade_id}", ops.upgrade_outcome_message(out))
     return 0
 
@@ -141,10 +140,9 @@ def _status(args: argparse.Namespace, inv: ops.Invocation) -> int:
     if args.json:
         emit_json({"hosts": {h: s.to_json() for h, s in sorted(hosts.items())}, "attention": bad})
     else:
-        for line in _status_lines(hosts):
-            print(line)
+        say(*_status_lines(hosts))  # what the hosts reported: escapes shown, one line each
         if not bad:
             ok("status", f"{len(hosts)} hosts as deployed")
         else:
-            print(f"FAIL: status: {', '.join(bad)} not as deployed", file=sys.stderr)
+            say(f"FAIL: status: {', '.join(bad)} not as deployed", file=sys.stderr)
     return 1 if bad else 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import time
 import urllib.request
@@ -169,6 +170,55 @@ def test_hpc_job_follows_the_job_and_slurm_counts_accounts(exporters_running):
         fams = _scrape(lab.ip("gpu01"), SIM_PORT)
         assert not any(lbl.get("hpc_job") == phys for lbl, _ in fams["DCGM_FI_DEV_GPU_UTIL"])
         assert any(lbl.get("hpc_job") == chem for lbl, _ in fams["DCGM_FI_DEV_GPU_UTIL"])
+    finally:
+        if jobs:
+            lab.ssh("ctl01", "scancel " + " ".join(jobs), check=False)
+
+
+#: accounts a job's owner may pick (lower case: Slurm lower-cases them anyway), each of which the old
+#: `|`-and-newline parse charged to xtest-victim: 4 GPUs and 64 CPUs that account never held
+HOSTILE_ACCOUNTS = (
+    "xtest-victim|gpu|alice|1|64|gres:gpu:4|none",
+    "xtest-forged\nrunning|xtest-victim|gpu|alice|1|64|gres:gpu:4|none",
+)
+
+
+def test_an_account_holding_separators_is_counted_under_its_own_name(exporters_running):
+    """Real Slurm 22.05 with accounting off takes `|` and a newline in `sbatch --account` (slurmctld
+    checks only the length) and squeue prints them as they are; the exporter counts each job under
+    that literal name (the exposition writes the newline as `\\n`) and never under xtest-victim's."""
+    lab = exporters_running
+    jobs: list[str] = []
+    try:
+        for account in HOSTILE_ACCOUNTS:
+            argv = [
+                "sbatch",
+                "--parsable",
+                f"--account={account}",
+                "--partition=gpu",
+                "--gres=gpu:1",
+                "--ntasks=1",
+                "--chdir=/tmp",
+                "--output=/dev/null",
+                "--job-name=vigil-test-hostile-account",
+                "--wrap",
+                "sleep 300",
+            ]
+            cp = lab.ssh("ctl01", "runuser -u alice -- " + shlex.join(argv))
+            jobs.append(cp.stdout.strip().split(";")[0])
+            assert jobs[-1].isdigit(), cp.stdout
+        for job, account in zip(jobs, HOSTILE_ACCOUNTS, strict=True):
+            assert lab.ssh("ctl01", f"squeue -h -j {job} -o %a").stdout == account + "\n"  # as given
+            _gpu_indices(lab, job)  # running, with its GPU
+        slurm = _scrape(lab.ip("ctl01"), SLURM_PORT)
+        gpus = {lbl["account"]: v for lbl, v in slurm["slurm_account_gpus_allocated"]}
+        cpus = {lbl["account"]: v for lbl, v in slurm["slurm_account_cpus_allocated"]}
+        for account in HOSTILE_ACCOUNTS:
+            shown = account.replace("\n", "\\n")
+            assert gpus.get(shown) == 1 and cpus.get(shown) == 1, (account, gpus)
+        assert "xtest-victim" not in gpus and "xtest-victim" not in cpus, gpus
+        assert not any(lbl["account"] == "xtest-victim" for lbl, _ in slurm["slurm_jobs"])
+        assert not any(lbl["account"].startswith("running|") for lbl, _ in slurm["slurm_jobs"])
     finally:
         if jobs:
             lab.ssh("ctl01", "scancel " + " ".join(jobs), check=False)

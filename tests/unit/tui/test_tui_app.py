@@ -144,6 +144,7 @@ def test_the_tui_renders_over_the_operations_layer() -> None:
         "vigil.installer",
         "vigil.installer.ops",
         "vigil.basics.errors",
+        "vigil.basics.printable",  # outside text made visible, as the command line prints it
         "vigil.installer.audit",
         "vigil.installer.audit.errors",
         "vigil.installer.deploy",
