@@ -6,9 +6,9 @@ vigil lays the pages out here (the same layout as its earlier hand-written PDF 1
 (Libertinus Serif: Latin with its extensions, Greek, Cyrillic). The layout goes to typst as JSON in
 ``sys.inputs``, and every string in it is drawn as text, never read as typst markup or code. The same
 JSON gives the same bytes with the same typst: no system fonts, typst's document ID a hash of the
-document, its date the end of the report's period. A character that is not printable prints as ``?``,
-one the font lacks (outside European scripts) as an empty box; the JSON, not the PDF, is the record,
-and every page's footer names its SHA-256.
+document, its date the end of the report's period. A character that is not printable, or that the
+font lacks (outside European scripts: :data:`FONT_RANGES`), prints as ``?``; the JSON, not the PDF,
+is the record, and every page's footer names its SHA-256.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import unicodedata
 from datetime import datetime
 from importlib import resources
 from typing import Any, Final
@@ -51,8 +52,59 @@ _KEEP_UP_TO = 1.5
 _TEMPLATE = "data/report.typ"
 
 
+#: the code points the embedded Libertinus Serif draws, as ranges: Latin with its extensions and
+#: combining marks, Greek, Cyrillic, the common punctuation, the euro sign. Anything else prints as
+#: ``?``: typst draws with this font alone (``fallback: false``), and under PDF/A it refuses a
+#: character the font lacks, so one account named in another script would fail every usage report.
+#: Found by drawing each character with typst 0.15.2's Libertinus Serif; a test draws all of them
+#: under PDF/A (tests/unit/reports/test_report_pdf.py), and a typst upgrade that loses one fails it.
+FONT_RANGES = (
+    (0x20, 0x7E),
+    (0xA0, 0x36F),
+    (0x370, 0x3FF),
+    (0x400, 0x4FF),
+    (0x1E00, 0x1EFF),
+    (0x1F00, 0x1FFF),
+    (0x2010, 0x2037),
+    (0x20AC, 0x20AC),
+)
+#: inside those ranges, what the font lacks
+FONT_GAPS = frozenset(
+    (
+        *(0x1E9C, 0x1E9D, 0x1E9F, *range(0x1EFA, 0x1F00)),
+        *range(0x2E5, 0x2EA),
+        *(0x370, 0x371, 0x372, 0x373, 0x376, 0x377, 0x37F, 0x3CF, *range(0x3E2, 0x3F0), 0x3F7, 0x3FA, 0x3FC),
+        *(0x460, 0x461, *range(0x464, 0x470), *range(0x478, 0x490), 0x4C5, 0x4C6, 0x4CD, 0x4CE, 0x4CF),
+        *range(0x4FA, 0x500),
+    )
+)
+
+
+def drawable(c: str) -> bool:
+    """Whether the PDF's font draws ``c``: printable, in :data:`FONT_RANGES` and not a gap in them;
+    a combining mark only from the combining diacritical marks (U+0300-U+036F)."""
+    code = ord(c)
+    if not c.isprintable() or code in FONT_GAPS:
+        return False
+    if unicodedata.category(c).startswith("M") and not 0x300 <= code <= 0x36F:
+        return False
+    return any(lo <= code <= hi for lo, hi in FONT_RANGES)
+
+
+def _ascii(value: Any) -> Any:
+    """The layout with every string's non-ASCII characters as ``?`` (the last resort, should a
+    sequence of drawable characters still be refused)."""
+    if isinstance(value, str):
+        return "".join(c if " " <= c <= "~" else "?" for c in value)
+    if isinstance(value, list):
+        return [_ascii(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _ascii(v) for k, v in value.items()}
+    return value
+
+
 def _clean(text: Any) -> str:
-    return "".join(c if c.isprintable() else "?" for c in str(text))
+    return "".join(c if drawable(c) else "?" for c in str(text))
 
 
 def text_width(text: str, size: float, bold: bool = False) -> float:
@@ -288,21 +340,27 @@ class Pdf:
             self.text(MARGIN, MARGIN, footer, 7, width=PAGE_W - 2 * MARGIN - 70)
             self.text(PAGE_W - MARGIN, MARGIN, f"page {i} of {count}", 7, align="right")
         layout = {"title": self.title, "pages": self.pages}
-        data = json.dumps(layout, ensure_ascii=False, separators=(",", ":"))
         template = resources.files("vigil.installer.reports").joinpath(_TEMPLATE)
         with resources.as_file(template) as path:
-            try:
-                return typst.compile(
-                    str(path),
-                    root=str(path.parent),
-                    ignore_system_fonts=True,
-                    sys_inputs={"data": data},
-                    pdf_standards=[PDF_STANDARD],
-                    pdf_tags=False,
-                    timestamp=date,
-                )
-            except typst.TypstError as e:
-                raise ReportError(self.title, f"typst could not draw the PDF: {e.message}") from None
+            for attempt in (layout, _ascii(layout)):
+                data = json.dumps(attempt, ensure_ascii=False, separators=(",", ":"))
+                try:
+                    return bytes(
+                        typst.compile(
+                            str(path),
+                            root=str(path.parent),
+                            ignore_system_fonts=True,
+                            sys_inputs={"data": data},
+                            pdf_standards=[PDF_STANDARD],
+                            pdf_tags=False,
+                            timestamp=date,
+                        )
+                    )
+                except typst.TypstError as e:
+                    if attempt is layout and "could not be displayed" in e.message:
+                        continue  # the font lacks a glyph FONT_RANGES let through: draw ASCII only
+                    raise ReportError(self.title, f"typst could not draw the PDF: {e.message}") from None
+        raise AssertionError("unreachable")
 
 
 # --- the two reports ------------------------------------------------------------------------------

@@ -417,3 +417,45 @@ def test_a_200000_character_name_renders_in_linear_time_and_the_json_and_csv_kee
     qpdf_check(stored.pdf_path)
     text = pdftext(stored.pdf_path)
     assert "a" * 100 not in text and "a..." in text and "page 1 of 1" in text
+
+
+def test_every_character_the_pdf_keeps_is_in_its_font(tmp_path: Path) -> None:
+    """Under PDF/A typst refuses a character its font lacks: every one FONT_RANGES lets through is
+    drawn here, in one compile, as itself (not through the ASCII last resort), and what lies outside
+    prints as ?, so a name in another script cannot fail the report."""
+    import unicodedata
+
+    from vigil.installer.reports.pdf import FONT_RANGES, drawable
+
+    kept = [chr(c) for lo, hi in FONT_RANGES for c in range(lo, hi + 1) if drawable(chr(c))]
+    assert len(kept) > 1600
+    names = [
+        "".join(("e" + c) if unicodedata.category(c).startswith("M") else c for c in kept[i : i + 10])
+        for i in range(0, len(kept), 10)
+    ]
+    doc = sample_doc()
+    template = doc["accounts"][1]["users"][0]
+    doc["accounts"][1]["users"] = [{**template, "user": name} for name in names]
+    doc["accounts"][0]["account"] = "x\U0001f680\u4e2d\u0483\u0500y"  # emoji, Chinese, Cyrillic marks
+    path = written(tmp_path, doc)
+    qpdf_check(path)
+    text = pdftext(path)
+    assert "x????y" in text
+    letters = [c for c in kept if unicodedata.category(c).startswith("L") and not c.isascii()]
+    assert len(letters) > 1000 and not [c for c in letters if c not in text]
+
+
+def test_a_character_the_font_refuses_after_all_gives_an_ascii_pdf_not_a_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Should a character the font lacks get through (here: the list of gaps emptied), the PDF is
+    drawn again with ASCII only, rather than failing the report."""
+    from vigil.installer.reports import pdf
+
+    monkeypatch.setattr(pdf, "FONT_GAPS", frozenset())
+    doc = sample_doc()
+    doc["accounts"][0]["account"] = "heta-\u0370-\u0142odz"
+    path = written(tmp_path, doc)
+    qpdf_check(path)
+    text = pdftext(path)
+    assert "heta-?-?odz" in text
