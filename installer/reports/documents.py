@@ -7,8 +7,9 @@ data and inputs give the same document, byte for byte, whenever it is generated.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -20,11 +21,15 @@ from vigil.installer.reports.fields import FieldList
 from vigil.installer.reports.numbers import fixed
 from vigil.installer.reports.period import Period
 from vigil.installer.reports.site import MAX_NUMBER, Site
-from vigil.installer.reports.usage import Usage
+from vigil.installer.reports.usage import ACTIVE_FALLBACK, ACTIVE_FIELD, ACTIVE_THRESHOLD, Cell, Usage
+
+K = TypeVar("K")
 
 #: 2: the usage report's `cluster` (measured, charged, unallocated and the check) and
-#: `source.raw_partial_hour_s` said in the table; GPUs shared by MIG or by several jobs charged a share
-FORMAT = 2
+#: `source.raw_partial_hour_s` said in the table; GPUs shared by MIG or by several jobs charged a share.
+#: 3: the usage report's `active_gpu_hours` (with `active`, its definition), each account's
+#: `partitions`, and `gpu_models`
+FORMAT = 3
 J_PER_KWH = 3.6e6
 #: charged + unallocated must equal measured within this share of measured (or one rounding unit)
 CONSERVATION_TOLERANCE = 0.005
@@ -71,6 +76,14 @@ def imbalance(doc: dict[str, Any]) -> str | None:
             f"{c['measured_' + key]} {unit}" + ("" if off is None else f" ({off * 100:+.2f} %)")
         )
     return "; ".join(parts)
+
+
+def _sums(cells: dict[Cell, float], key: Callable[[Cell], K]) -> dict[K, float]:
+    """The cells' values added up by ``key``."""
+    out: dict[K, float] = {}
+    for cell, value in cells.items():
+        out[key(cell)] = out.get(key(cell), 0.0) + value
+    return out
 
 
 def generator() -> str:
@@ -142,8 +155,12 @@ def usage_document(
         raise ReportInputError(
             f"account {account}", f"has no GPU usage in {usage.period.label} (nothing was stored)"
         )
+    active = _sums(usage.cell_active_hours, lambda c: c[0])
+    in_partition = _sums(usage.cell_hours, lambda c: (c[0], c[2]))
+    in_partition_j = _sums(usage.cell_joules, lambda c: (c[0], c[2]))
+    in_partition_a = _sums(usage.cell_active_hours, lambda c: (c[0], c[2]))
     accounts = []
-    total_h = total_j = 0.0
+    total_h = total_j = total_a = 0.0
     total_jobs = 0
     for acct in sorted(by_account):
         users = sorted(by_account[acct])
@@ -151,11 +168,26 @@ def usage_document(
         joules = sum(u[2] for u in users)
         jobs = len({j for (a, _), ids in usage.jobs.items() if a == acct for j in ids})
         total_h, total_j, total_jobs = total_h + hours, total_j + joules, total_jobs + jobs
+        total_a += active.get(acct, 0.0)
+        names = sorted(
+            {p for a, p in in_partition if a == acct} | {p for a, p in usage.partition_jobs if a == acct}
+        )
         row: dict[str, Any] = {
             "account": acct,
             "gpu_hours": fixed(hours, "gpu_hours"),
+            "active_gpu_hours": fixed(active.get(acct, 0.0), "gpu_hours"),
             "gpu_energy_kwh": fixed(joules / J_PER_KWH, "kwh"),
             "jobs": jobs,
+            "partitions": [
+                {
+                    "partition": name,
+                    "gpu_hours": fixed(in_partition.get((acct, name), 0.0), "gpu_hours"),
+                    "active_gpu_hours": fixed(in_partition_a.get((acct, name), 0.0), "gpu_hours"),
+                    "gpu_energy_kwh": fixed(in_partition_j.get((acct, name), 0.0) / J_PER_KWH, "kwh"),
+                    "jobs": len(usage.partition_jobs.get((acct, name), ())),
+                }
+                for name in names
+            ],
             "users": [
                 {
                     "user": user,
@@ -171,6 +203,11 @@ def usage_document(
             row["awarded_gpu_hours"] = None if awarded is None else fixed(awarded, "gpu_hours")
             row["balance_gpu_hours"] = None if awarded is None else fixed(awarded - hours, "gpu_hours")
         accounts.append(row)
+    models: dict[str, list[float]] = {}
+    for cells, i in ((usage.cell_hours, 0), (usage.cell_active_hours, 1), (usage.cell_joules, 2)):
+        for cell, value in cells.items():
+            if account is None or cell[0] == account:
+                models.setdefault(cell[3], [0.0, 0.0, 0.0])[i] += value
     doc: dict[str, Any] = {
         "format": FORMAT,
         "kind": "usage",
@@ -178,6 +215,8 @@ def usage_document(
         "period": usage.period.to_json(),
         "filter": {"account": account},
         "units": {"gpu_hours": "GPU-hours", "gpu_energy_kwh": "kWh"},
+        # GPU-hours on a GPU (or MIG instance) whose engine was busy above the threshold
+        "active": {"field": ACTIVE_FIELD, "fallback_field": ACTIVE_FALLBACK, "threshold": ACTIVE_THRESHOLD},
         "source": {
             "victoriametrics": vm_url,
             "hours": usage.period.hours,
@@ -187,8 +226,18 @@ def usage_document(
             "raw_partial_hour_s": usage.raw_tail_s,
         },
         "accounts": accounts,
+        "gpu_models": [
+            {
+                "model": model,
+                "gpu_hours": fixed(h, "gpu_hours"),
+                "active_gpu_hours": fixed(a, "gpu_hours"),
+                "gpu_energy_kwh": fixed(j / J_PER_KWH, "kwh"),
+            }
+            for model, (h, a, j) in sorted(models.items())
+        ],
         "totals": {
             "gpu_hours": fixed(total_h, "gpu_hours"),
+            "active_gpu_hours": fixed(total_a, "gpu_hours"),
             "gpu_energy_kwh": fixed(total_j / J_PER_KWH, "kwh"),
             "jobs": total_jobs,
         },

@@ -183,3 +183,76 @@ def test_charges_that_do_not_add_up_to_the_gpus_are_said_in_the_report() -> None
     # within 0.5 %: holds, nothing to say
     usage.cluster_joules = 7.2e6 * 1.004
     assert imbalance(usage_document(usage, vm_url="u")) is None
+
+
+def test_each_account_is_broken_down_by_partition_and_the_report_by_gpu_model() -> None:
+    """Per (account, partition): GPU-hours, active GPU-hours, energy and jobs; per GPU model the same
+    across the accounts; each adding up to the account's and the report's totals."""
+    from vigil.installer.reports import Usage
+    from vigil.installer.reports.render import usage_csv
+
+    usage = Usage(parse_period("2025-10"))
+    h100, a100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"
+    for cell, hours, active, joules in (
+        (("physics", "alice", "gpu", h100), 10.0, 4.0, 3.6e7),
+        (("physics", "alice", "gpu-a100", a100), 3.0, 3.0, 7.2e6),
+        (("physics", "bob", "gpu", h100), 2.0, 0.0, 3.6e6),
+        (("chemistry", "carol", "gpu-a100", a100), 6.0, 1.5, 1.08e7),
+    ):
+        usage.gpu_hours[cell[:2]] += hours
+        usage.joules[cell[:2]] += joules
+        usage.active_hours[cell[:2]] += active
+        usage.cell_hours[cell] += hours
+        usage.cell_active_hours[cell] += active
+        usage.cell_joules[cell] += joules
+    for acct, user, part, job in (
+        ("physics", "alice", "gpu", "1"),
+        ("physics", "alice", "gpu-a100", "2"),
+        ("physics", "bob", "gpu", "3"),
+        ("chemistry", "carol", "gpu-a100", "4"),
+    ):
+        usage.jobs[(acct, user)].add(job)
+        usage.partition_jobs[(acct, part)].add(job)
+    doc = usage_document(usage, vm_url="u")
+    physics = next(a for a in doc["accounts"] if a["account"] == "physics")
+    assert (physics["gpu_hours"], physics["active_gpu_hours"]) == (15.0, 7.0)
+    assert physics["partitions"] == [
+        {"partition": "gpu", "gpu_hours": 12.0, "active_gpu_hours": 4.0, "gpu_energy_kwh": 11.0, "jobs": 2},
+        {
+            "partition": "gpu-a100",
+            "gpu_hours": 3.0,
+            "active_gpu_hours": 3.0,
+            "gpu_energy_kwh": 2.0,
+            "jobs": 1,
+        },
+    ]
+    assert doc["gpu_models"] == [
+        {"model": a100, "gpu_hours": 9.0, "active_gpu_hours": 4.5, "gpu_energy_kwh": 5.0},
+        {"model": h100, "gpu_hours": 12.0, "active_gpu_hours": 4.0, "gpu_energy_kwh": 11.0},
+    ]
+    assert doc["totals"]["active_gpu_hours"] == 8.5 and doc["totals"]["gpu_hours"] == 21.0
+    assert doc["active"] == {
+        "field": "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "fallback_field": "DCGM_FI_DEV_GPU_UTIL",
+        "threshold": 0.1,
+    }
+    # one account's report: the models of its own charges only
+    only = usage_document(usage, vm_url="u", account="chemistry")
+    assert only["gpu_models"] == [
+        {"model": a100, "gpu_hours": 6.0, "active_gpu_hours": 1.5, "gpu_energy_kwh": 3.0}
+    ]
+    lines = usage_csv(doc).decode().splitlines()
+    assert lines[0] == "period,account,user,gpu_hours,gpu_energy_kwh,jobs,partition,active_gpu_hours"
+    assert "2025-10,physics,,3.0,2.0,1,gpu-a100,3.0" in lines
+    assert lines[lines.index("") + 1] == "period,gpu_model,gpu_hours,active_gpu_hours,gpu_energy_kwh"
+    assert f"2025-10,{h100},12.0,4.0,11.0" in lines
+
+
+def test_the_queries_break_down_by_partition_and_model_on_both_paths() -> None:
+    """Both sources are asked for the same labels, so recorded and raw hours add up cell by cell."""
+    from vigil.installer.reports.usage import raw_queries, recorded_queries
+
+    for queries in (recorded_queries(7200, ""), raw_queries(7200, "")):
+        for name in ("gpu_hours", "joules", "active_hours"):
+            assert queries[name].startswith("sum by (account, user, partition, modelName) ("), name
+        assert queries["jobs"].startswith("group by (account, user, partition, hpc_job) (")
