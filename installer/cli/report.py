@@ -79,6 +79,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         type=Path,
         help="YAML `accounts: {ACCOUNT: awarded GPU-hours}`: adds awarded and balance per account",
     )
+    usage.add_argument(
+        "--billing",
+        metavar="FILE",
+        type=Path,
+        help="YAML `partitions: {PARTITION: weight}` (and `default: weight`, 1.0 if not given): adds billed "
+        "GPU-hours per account, each partition's GPU-hours times its weight",
+    )
     _vm_option(usage)
     usage.set_defaults(func=usage_handler, action="report.usage")
 
@@ -199,7 +206,10 @@ def usage_table(doc: dict[str, Any]) -> list[str]:
     head = f"{'account':<20} {'user / [partition]':<16} {'GPU-hours':>12} {'active':>12} {'GPU kWh':>12}"
     head += f" {'jobs':>6}"
     alloc = "allocations" in doc
-    lines.append(head + (f" {'awarded':>12} {'balance':>12}" if alloc else ""))
+    billed = "billing" in doc
+    lines.append(
+        head + (f" {'awarded':>12} {'balance':>12}" if alloc else "") + (f" {'billed':>12}" if billed else "")
+    )
     for a in doc["accounts"]:
         figures = (
             f"{_fmt(a['gpu_hours']):>12} {_fmt(a.get('active_gpu_hours')):>12} "
@@ -208,6 +218,8 @@ def usage_table(doc: dict[str, Any]) -> list[str]:
         line = f"{a['account']:<20} {'':<16} {figures}"
         if alloc:
             line += f" {_fmt(a['awarded_gpu_hours']):>12} {_fmt(a['balance_gpu_hours']):>12}"
+        if billed:
+            line += f" {_fmt(a['billed_gpu_hours']):>12}"
         lines.append(line)
         for p in a.get("partitions", []):
             figures = (
@@ -255,6 +267,7 @@ def usage_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
             last=args.last,
             account=args.account,
             allocations=args.allocations,
+            billing=args.billing,
             vm=args.vm,
             timezone=args.timezone,
         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -129,6 +130,67 @@ def load_allocations(path: Path, period: Period) -> tuple[dict[str, float], str]
     return awarded, hashlib.sha256(data).hexdigest()
 
 
+#: the largest billing weight a partition may have (Slurm's own weights are small factors)
+MAX_WEIGHT = 1e6
+
+
+@dataclass(frozen=True)
+class Billing:
+    """``--billing FILE``: a weight per partition, the weight of every other partition, the file's SHA-256."""
+
+    weights: dict[str, float]
+    default: float
+    sha256: str
+
+    def weight(self, partition: str) -> float:
+        return self.weights.get(partition, self.default)
+
+
+def _weight(where: str, key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ReportInputError(
+            f"{where}: {key}", f"must be a number (a weight, 0 to 1e6), not {shown(value)}"
+        )
+    if value != value:  # NaN
+        raise ReportInputError(f"{where}: {key}", "must be a number, not NaN")
+    if not 0 <= value <= MAX_WEIGHT:
+        raise ReportInputError(f"{where}: {key}", f"must be a weight from 0 to 1e6, not {shown(value)}")
+    return float(value)
+
+
+def load_billing(path: Path) -> Billing:
+    """``--billing FILE``: GPU-hours in a partition are billed at its weight (Slurm's TRESBillingWeights
+    idea, for GPU-hours).
+
+    ::
+
+        partitions:
+          gpu: 1.0
+          gpu-a100: 2.0        # an A100 hour bills as two
+        default: 1.0           # optional: the weight of a partition not named (1.0)
+    """
+    where = str(path)
+    data = read_bounded(path, max_bytes=MAX_BYTES, error=ReportInputError)
+    try:
+        doc = load_yaml(data.decode("utf-8"), where, error=ReportInputError)
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ReportInputError(where, f"not YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("partitions"), dict):
+        raise ReportInputError(where, "must be a mapping with `partitions:` (partition: billing weight)")
+    for key in doc:
+        if key not in ("partitions", "default"):
+            raise ReportInputError(f"{where}: {shown(key)}", "unknown key (known: partitions, default)")
+    weights: dict[str, float] = {}
+    for name, value in doc["partitions"].items():
+        if not isinstance(name, str) or not name or len(name) > 256:
+            raise ReportInputError(
+                f"{where}: partitions.{shown(name)}", "partition names are text of 1 to 256 characters"
+            )
+        weights[name] = _weight(where, f"partitions.{name}", value)
+    default = _weight(where, "default", doc["default"]) if "default" in doc else 1.0
+    return Billing(weights, default, hashlib.sha256(data).hexdigest())
+
+
 def usage_document(
     usage: Usage,
     *,
@@ -136,6 +198,7 @@ def usage_document(
     account: str | None = None,
     allocations: dict[str, float] | None = None,
     allocations_sha256: str | None = None,
+    billing: Billing | None = None,
 ) -> dict[str, Any]:
     by_account: dict[str, list[tuple[str, float, float, int]]] = {}
     for acct, user in usage.pairs():
@@ -160,7 +223,7 @@ def usage_document(
     in_partition_j = _sums(usage.cell_joules, lambda c: (c[0], c[2]))
     in_partition_a = _sums(usage.cell_active_hours, lambda c: (c[0], c[2]))
     accounts = []
-    total_h = total_j = total_a = 0.0
+    total_h = total_j = total_a = total_billed = 0.0
     total_jobs = 0
     for acct in sorted(by_account):
         users = sorted(by_account[acct])
@@ -198,6 +261,17 @@ def usage_document(
                 for user, h, j, n in users
             ],
         }
+        if billing is not None:
+            billed = 0.0
+            for part in row["partitions"]:
+                w = billing.weight(part["partition"])
+                part["billing_weight"] = w
+                part["billed_gpu_hours"] = fixed(
+                    in_partition.get((acct, part["partition"]), 0.0) * w, "gpu_hours"
+                )
+                billed += in_partition.get((acct, part["partition"]), 0.0) * w
+            row["billed_gpu_hours"] = fixed(billed, "gpu_hours")
+            total_billed += billed
         if allocations is not None:
             awarded = allocations.get(acct)
             row["awarded_gpu_hours"] = None if awarded is None else fixed(awarded, "gpu_hours")
@@ -245,6 +319,9 @@ def usage_document(
     doc["cluster"] = cluster_figures(usage)
     if allocations is not None:
         doc["allocations"] = {"sha256": allocations_sha256}
+    if billing is not None:
+        doc["totals"]["billed_gpu_hours"] = fixed(total_billed, "gpu_hours")
+        doc["billing"] = {"sha256": billing.sha256, "default_weight": billing.default}
     return doc
 
 

@@ -35,16 +35,21 @@ def usage_csv(doc: dict[str, Any]) -> bytes:
     head = ["period", "account", "user", "gpu_hours", "gpu_energy_kwh", "jobs"]
     if alloc:
         head += ["awarded_gpu_hours", "balance_gpu_hours"]
-    rows: list[list[Any]] = [head + ["partition", "active_gpu_hours"]]
+    billed = "billing" in doc
+    rows: list[list[Any]] = [
+        head + ["partition", "active_gpu_hours"] + (["billing_weight", "billed_gpu_hours"] if billed else [])
+    ]
     label = doc["period"]["label"]
     blank = ["", ""] if alloc else []
     for acct in doc["accounts"]:
         row = [label, acct["account"], "", acct["gpu_hours"], acct["gpu_energy_kwh"], acct["jobs"]]
         extra = [acct["awarded_gpu_hours"], acct["balance_gpu_hours"]] if alloc else []
-        rows.append(row + extra + ["", acct["active_gpu_hours"]])
+        bill = ["", acct["billed_gpu_hours"]] if billed else []
+        rows.append(row + extra + ["", acct["active_gpu_hours"]] + bill)
         for part in acct["partitions"]:
             row = [label, acct["account"], "", part["gpu_hours"], part["gpu_energy_kwh"], part["jobs"]]
-            rows.append(row + blank + [part["partition"], part["active_gpu_hours"]])
+            bill = [part["billing_weight"], part["billed_gpu_hours"]] if billed else []
+            rows.append(row + blank + [part["partition"], part["active_gpu_hours"]] + bill)
         for user in acct["users"]:
             row = [
                 label,
@@ -54,7 +59,7 @@ def usage_csv(doc: dict[str, Any]) -> bytes:
                 user["gpu_energy_kwh"],
                 user["jobs"],
             ]
-            rows.append(row + blank + ["", ""])
+            rows.append(row + blank + ["", ""] + (["", ""] if billed else []))
     rows.append([])
     rows.append(["period", "gpu_model", "gpu_hours", "active_gpu_hours", "gpu_energy_kwh"])
     for m in doc["gpu_models"]:

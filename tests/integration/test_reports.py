@@ -480,6 +480,27 @@ def test_recording_rules_where_they_cover_and_raw_before_give_the_same(
     assert_breakdown(raw, expected_breakdown(ts("2025-10-16T00:00:00"), OCT[1]), 0.02)
 
 
+def test_billing_weights_per_partition_bill_the_known_hours(mixed_vm: VM, home: Path, tmp_path: Path) -> None:
+    """physics' October: 8 GPU-hours in `gpu` at 1.0 and 6 in `gpu-long` at 3.0; chemistry's 13 in
+    `gpu` (the default weight, 0.5: `gpu` is not named)."""
+    billing = tmp_path / "billing.yaml"
+    billing.write_text("partitions:\n  gpu-long: 3.0\ndefault: 0.5\n")
+    doc, path = report(home, "usage", "--period", "2025-10", "--billing", str(billing), "--vm", mixed_vm.url)
+    rows = {a["account"]: a for a in doc["accounts"]}
+    assert rows["physics"]["billed_gpu_hours"] == pytest.approx(8 * 0.5 + 6 * 3.0, rel=0.02)
+    assert rows["chemistry"]["billed_gpu_hours"] == pytest.approx(13 * 0.5, rel=0.02)
+    assert doc["totals"]["billed_gpu_hours"] == pytest.approx(22.0 + 6.5, rel=0.02)
+    assert doc["billing"]["default_weight"] == 0.5 and len(doc["billing"]["sha256"]) == 64
+    header = (path.parent / "report.csv").read_text().splitlines()[0]
+    assert header.endswith(",partition,active_gpu_hours,billing_weight,billed_gpu_hours")
+    billing.write_text("partitions: {gpu-long: .nan}\n")
+    res = vigil(
+        home, "report", "usage", "--period", "2025-10", "--billing", str(billing), "--vm", mixed_vm.url
+    )
+    assert res.returncode == 1
+    assert res.stderr.strip() == f"FAIL: {billing}: partitions.gpu-long: must be a number, not NaN"
+
+
 def test_jobs_crossing_month_ends_are_split_there(mixed_vm: VM, home: Path) -> None:
     nov, _ = report(home, "usage", "--from", "2025-11-01", "--to", "2025-11-01", "--vm", mixed_vm.url)
     assert rows(nov)[("chemistry", "carol")][0] == pytest.approx(
