@@ -581,7 +581,7 @@ def test_export_then_verify_without_vigil(mixed_vm: VM, home: Path, tmp_path: Pa
         assert res.returncode == 0
     assert (out / "report.csv").read_text().splitlines()[
         0
-    ] == "period,account,user,gpu_hours,gpu_energy_kwh,jobs"
+    ] == "period,account,user,gpu_hours,gpu_energy_kwh,jobs,partition,active_gpu_hours"
     # the PDF as stock tools read it: sound, and with the JSON's figures
     check = subprocess.run(["qpdf", "--check", "report.pdf"], cwd=out, capture_output=True, text=True)
     assert check.returncode == 0, check.stdout
