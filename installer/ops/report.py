@@ -29,7 +29,6 @@ from vigil.installer.reports import (
     field_list,
     imbalance,
     load_allocations,
-    load_billing,
     load_pub,
     load_site,
     parse_period,
@@ -148,7 +147,6 @@ def report_usage(
     last: str | None = None,
     account: str | None = None,
     allocations: Path | None = None,
-    billing: Path | None = None,
     vm: str | None = None,
     now: float | None = None,
     timezone: str = "UTC",
@@ -161,18 +159,12 @@ def report_usage(
     if account is not None and (not account or len(account) > 256 or not account.isprintable()):
         raise ReportInputError(f"--account {account!r}", "must be 1 to 256 printable characters")
     awarded, awarded_sha = load_allocations(allocations, p) if allocations else (None, None)
-    weights = load_billing(billing) if billing else None
     client = victoriametrics(inv.home, vm)
     inv.details.update(period=p.label, start=p.start, end=p.end, account=account, vm=client.url)
     inv.step(f"reading {client.name} for {p.label}")
     usage = collect(client, p, account=account, progress=inv.step)
     doc = usage_document(
-        usage,
-        vm_url=client.url,
-        account=account,
-        allocations=awarded,
-        allocations_sha256=awarded_sha,
-        billing=weights,
+        usage, vm_url=client.url, account=account, allocations=awarded, allocations_sha256=awarded_sha
     )
     # stored and signed all the same, with `cluster.conservation.holds: false` in it: the figures
     # are what the series say, and the document says they do not add up (the CLI says it too)

@@ -13,14 +13,7 @@ This is a domain package: it imports vigil.basics and vigil.bundle (minisign sig
 """
 
 from vigil.installer.reports.counters import Increase, counter_increase
-from vigil.installer.reports.documents import (
-    Billing,
-    energy_document,
-    imbalance,
-    load_allocations,
-    load_billing,
-    usage_document,
-)
+from vigil.installer.reports.documents import energy_document, imbalance, load_allocations, usage_document
 from vigil.installer.reports.energy import MeterMonth, MeterReading, read_meter_month
 from vigil.installer.reports.errors import ReportError, ReportInputError, ReportVerifyError
 from vigil.installer.reports.export import export_report
@@ -35,7 +28,6 @@ from vigil.installer.reports.verify import Verified, load_pub, verify_file, veri
 from vigil.installer.reports.vm import VictoriaMetrics
 
 __all__ = [
-    "Billing",
     "UNITS",
     "FieldList",
     "Increase",
@@ -60,7 +52,6 @@ __all__ = [
     "imbalance",
     "key_paths",
     "load_allocations",
-    "load_billing",
     "load_pub",
     "load_site",
     "parse_period",

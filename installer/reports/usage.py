@@ -27,7 +27,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from vigil.installer.reports.errors import ReportInputError
 from vigil.installer.reports.period import HOUR, Period, chunks, hour_runs, iso
@@ -57,14 +56,8 @@ def quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-#: what the prolog's slurm_job_info says of a job that its charges carry (roles/slurm_jobmap)
-WHO = "user, account, partition"
-#: the labels of every charge: who, in which partition, on which GPU model (dcgm-exporter's modelName)
-BY = "account, user, partition, modelName"
-
-
 def _info(window: str, matcher: str) -> str:
-    return f"max by (instance, hpc_job, {WHO}) (last_over_time(slurm_job_info{matcher}[{window}]))"
+    return f"max by (instance, hpc_job, user, account) (last_over_time(slurm_job_info{matcher}[{window}]))"
 
 
 #: the fields whose presence says a GPU (or a MIG instance) was scraped in a sample: any of them, so
@@ -101,54 +94,31 @@ def fraction() -> str:
 
 
 def share(matcher: str) -> str:
-    """Each job's share of a GPU now, per entity and job, joined to its account and partition: the
-    entity's fraction split equally between the jobs on it. It keeps the GPU's ``modelName``."""
-    jobs = f"group by ({ENTITY}, hpc_job, modelName) ({PRESENT_JOB})"
+    """Each job's share of a GPU now, per entity and job, joined to its account: the entity's
+    fraction split equally between the jobs on it."""
+    jobs = f"group by ({ENTITY}, hpc_job) ({PRESENT_JOB})"
     return (
         f"{jobs} * on ({ENTITY}) group_left () (({fraction()}) / count by ({ENTITY}) ({jobs}))"
-        f" * on (instance, hpc_job) group_left ({WHO}) {_info('1h', matcher)}"
+        f" * on (instance, hpc_job) group_left (user, account) {_info('1h', matcher)}"
     )
 
 
 def job_gpus(matcher: str) -> str:
-    """GPU-equivalents each job holds now (``job:gpus_allocated:count``), per GPU model."""
-    return f"sum by (hpc_job, {WHO}, modelName) (({share(matcher)}))"
-
-
-#: the field saying whether a GPU (or a MIG instance) was busy: DCGM_FI_PROF_GR_ENGINE_ACTIVE (the
-#: ratio of time the graphics engine was active; dcgm-exporter gives it for a whole GPU and for each
-#: MIG instance) and, for a GPU without it (no profiling metrics), DCGM_FI_DEV_GPU_UTIL in % (which
-#: DCGM leaves blank on MIG instances)
-ACTIVE_FIELD = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
-ACTIVE_FALLBACK = "DCGM_FI_DEV_GPU_UTIL"
-#: a GPU is active in a minute when that ratio is above this (10 %)
-ACTIVE_THRESHOLD = 0.1
-
-
-def busy() -> str:
-    """Each GPU entity active now: 1 where its engine was busy above the threshold, absent otherwise."""
-    ratio = f"max by ({ENTITY}) ({ACTIVE_FIELD}) or max by ({ENTITY}) ({ACTIVE_FALLBACK}) / 100"
-    return f"({ratio}) > {ACTIVE_THRESHOLD:g}"
-
-
-def active_gpus(matcher: str) -> str:
-    """GPU-equivalents each (account, user, partition, model) holds now on GPUs that are busy
-    (``account_user:gpus_active:count``): a job's share counts only in the minutes its GPU or
-    MIG instance is active."""
-    return f"sum by ({BY}) (({share(matcher)}) * on ({ENTITY}) group_left () (({busy()}) * 0 + 1))"
+    """GPU-equivalents each job holds now (``job:gpus_allocated:count``)."""
+    return f"sum by (hpc_job, user, account) (({share(matcher)}))"
 
 
 def _job_series_energy(by: str, matcher: str) -> str:
     return (
         f"sum by ({by}) (increase({ENERGY}{JOB}[1m]) / 1000"
-        f" * on ({ENTITY}, hpc_job) group_left ({WHO}) ({share(matcher)}))"
+        f" * on ({ENTITY}, hpc_job) group_left (user, account) ({share(matcher)}))"
     )
 
 
 def job_energy_1m(matcher: str) -> str:
     """Joules each job was charged in the last minute: each of its series' own increase (its own
     samples, so a job starting or ending mid-minute gets only its part) times its share."""
-    return _job_series_energy(f"hpc_job, {WHO}, modelName", matcher)
+    return _job_series_energy("hpc_job, user, account", matcher)
 
 
 def gpu_energy_1m() -> str:
@@ -187,14 +157,13 @@ def recorded_queries(window: int, matcher: str) -> dict[str, str]:
         return f"{fn}(last_over_time({series}{match}[{LOOKBACK}])[{window}s:1h])"
 
     return {
-        "gpu_hours": f"sum by ({BY}) ({hourly('account_user:gpu_hours:sum1h')})",
-        "joules": f"sum by ({BY}) ({hourly('account_user:gpu_energy_joules:increase1h')})",
-        "active_hours": f"sum by ({BY}) ({hourly('account_user:gpu_active_hours:sum1h')})",
+        "gpu_hours": f"sum by (account, user) ({hourly('account_user:gpu_hours:sum1h')})",
+        "joules": f"sum by (account, user) ({hourly('account_user:gpu_energy_joules:increase1h')})",
         # a plain window, not the hourly subquery: that one builds a point per hour for every job
         # series, which VictoriaMetrics refuses for a year at cluster scale (benchmarks/report.py).
         # The window starts at the first hourly point's lookback, so every rolling 1h sum read lies
         # inside the run (to the same LOOKBACK as the hourly points).
-        "jobs": "group by (account, user, partition, hpc_job) ("
+        "jobs": "group by (account, user, hpc_job) ("
         f"max_over_time(job:gpu_hours:sum1h{matcher}[{window - HOUR + LOOKBACK_S}s]) > 0)",
         "cluster_joules": f"sum({hourly('cluster:gpu_energy_joules:increase1h', match='')})",
         "unallocated_joules": f"sum({hourly('cluster:gpu_unallocated_energy_joules:increase1h', match='')})",
@@ -216,12 +185,11 @@ def raw_queries(window: int, matcher: str) -> dict[str, str]:
         return f"sum_over_time(({expr})[{w}:1m])"
 
     return {
-        "gpu_hours": f"sum by ({BY}) ({minutes(job_gpus(matcher))}) / 60",
-        "joules": f"sum by ({BY}) ({minutes(job_energy_1m(matcher))})",
-        "active_hours": f"sum by ({BY}) ({minutes(active_gpus(matcher))}) / 60",
-        "jobs": "group by (account, user, partition, hpc_job) ("
+        "gpu_hours": f"sum by (account, user) ({minutes(job_gpus(matcher))}) / 60",
+        "joules": f"sum by (account, user) ({minutes(job_energy_1m(matcher))})",
+        "jobs": "group by (account, user, hpc_job) ("
         f"max by (instance, hpc_job) (count_over_time({PRESENT_JOB}[{w}]))"
-        f" * on (instance, hpc_job) group_left ({WHO}) {info})",
+        f" * on (instance, hpc_job) group_left (user, account) {info})",
         "cluster_joules": minutes(cluster_energy_1m()),
         "unallocated_joules": minutes(unallocated_energy_1m()),
         "cluster_gpu_hours": f"{minutes(cluster_gpus())} / 60",
@@ -242,31 +210,14 @@ CLUSTER_FIGURES = (
 )
 
 
-#: (account, user, partition, GPU model): the finest breakdown the report reads
-Cell = tuple[str, str, str, str]
-
-
-def _floats() -> dict[Any, float]:
-    return defaultdict(float)
-
-
 @dataclass
 class Usage:
-    """What :func:`collect` read: per (account, user) sums, the same per partition and GPU model,
-    and where the hours came from."""
+    """What :func:`collect` read: per (account, user) sums, and where the hours came from."""
 
     period: Period
-    gpu_hours: dict[tuple[str, str], float] = field(default_factory=_floats)
-    joules: dict[tuple[str, str], float] = field(default_factory=_floats)
+    gpu_hours: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
+    joules: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
     jobs: dict[tuple[str, str], set[str]] = field(default_factory=lambda: defaultdict(set))
-    #: GPU-hours on a GPU that was busy (ACTIVE_FIELD above ACTIVE_THRESHOLD), per (account, user)
-    active_hours: dict[tuple[str, str], float] = field(default_factory=_floats)
-    #: the three figures per (account, user, partition, GPU model)
-    cell_hours: dict[Cell, float] = field(default_factory=_floats)
-    cell_joules: dict[Cell, float] = field(default_factory=_floats)
-    cell_active_hours: dict[Cell, float] = field(default_factory=_floats)
-    #: job ids per (account, partition)
-    partition_jobs: dict[tuple[str, str], set[str]] = field(default_factory=lambda: defaultdict(set))
     #: every GPU's energy, allocated or not, each GPU's counter once (the energy report's GPU share
     #: of E_IT); what no one was charged of it; and what all accounts were charged (any filter aside)
     cluster_joules: float = 0.0
@@ -292,16 +243,6 @@ class Usage:
             self.joules[key] += value
         for key, ids in other.jobs.items():
             self.jobs[key] |= ids
-        for mine, theirs in (
-            (self.active_hours, other.active_hours),
-            (self.cell_hours, other.cell_hours),
-            (self.cell_joules, other.cell_joules),
-            (self.cell_active_hours, other.cell_active_hours),
-        ):
-            for cell, value in theirs.items():
-                mine[cell] += value  # type: ignore[index]
-        for pair, ids in other.partition_jobs.items():
-            self.partition_jobs[pair] |= ids
         for name in CLUSTER_FIGURES:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.recorded_hours += other.recorded_hours
@@ -373,14 +314,11 @@ def collect(
             if progress is not None:
                 progress(f"{source} series {iso(lo)} .. {iso(hi)}")
             queries = (recorded_queries if source == "recorded" else raw_queries)(hi - lo, matcher)
-            _add(usage.gpu_hours, usage.cell_hours, vm.query(queries["gpu_hours"], hi))
-            _add(usage.joules, usage.cell_joules, vm.query(queries["joules"], hi))
-            _add(usage.active_hours, usage.cell_active_hours, vm.query(queries["active_hours"], hi))
+            _add(usage.gpu_hours, vm.query(queries["gpu_hours"], hi))
+            _add(usage.joules, vm.query(queries["joules"], hi))
             if jobs:
                 for labels, _ in vm.query(queries["jobs"], hi):
-                    job = labels.get("hpc_job", "")
-                    usage.jobs[_key(labels)].add(job)
-                    usage.partition_jobs[(labels.get("account", ""), labels.get("partition", ""))].add(job)
+                    usage.jobs[_key(labels)].add(labels.get("hpc_job", ""))
             for name in CLUSTER_FIGURES:
                 got = sum(v for _, v in vm.query(queries[name], hi))
                 setattr(usage, name, getattr(usage, name) + got)
@@ -391,13 +329,6 @@ def _key(labels: Labels) -> tuple[str, str]:
     return labels.get("account", ""), labels.get("user", "")
 
 
-def _cell(labels: Labels) -> Cell:
-    return (*_key(labels), labels.get("partition", ""), labels.get("modelName", ""))
-
-
-def _add(
-    into: dict[tuple[str, str], float], cells: dict[Cell, float], result: list[tuple[Labels, float]]
-) -> None:
+def _add(into: dict[tuple[str, str], float], result: list[tuple[Labels, float]]) -> None:
     for labels, value in result:
         into[_key(labels)] += value
-        cells[_cell(labels)] += value
