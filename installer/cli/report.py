@@ -212,19 +212,10 @@ def usage_table(doc: dict[str, Any]) -> list[str]:
         f"{'total':<20} {'':<16} {_fmt(t['gpu_hours']):>12} {_fmt(t['gpu_energy_kwh']):>12} {t['jobs']:>6}"
     )
     src = doc["source"]
-    tail = src.get("raw_partial_hour_s", 0)
     lines.append(
-        f"hours: {src['hours']} whole: {src['recorded_hours']} from recording rules, {src['raw_hours']} from "
-        f"raw series, {src['hours_without_data']} without data"
-        + (f"; and the hour in progress ({tail // 60} min) from raw series" if tail else "")
+        f"hours: {src['recorded_hours']} from recording rules, {src['raw_hours']} from raw series, "
+        f"{src['hours_without_data']} without data"
     )
-    c = doc.get("cluster")
-    if c:
-        lines.append(
-            f"cluster: {_fmt(c['measured_gpu_hours'])} GPU-hours measured = {_fmt(c['charged_gpu_hours'])} "
-            f"charged + {_fmt(c['unallocated_gpu_hours'])} unallocated; {_fmt(c['measured_gpu_energy_kwh'])} "
-            f"kWh = {_fmt(c['charged_gpu_energy_kwh'])} + {_fmt(c['unallocated_gpu_energy_kwh'])}"
-        )
     return lines
 
 
@@ -241,10 +232,6 @@ def usage_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
             vm=args.vm,
             timezone=args.timezone,
         )
-    off = inv.details.get("imbalance")
-    if off is not None:
-        label = gen.doc["period"]["label"]
-        print(f"WARN: usage report {label}: does not add up, stored saying so: {off}", file=sys.stderr)
     return _finish(gen, formats, usage_table(gen.doc))
 
 

@@ -27,7 +27,6 @@ from vigil.installer.reports import (
     energy_document,
     export_report,
     field_list,
-    imbalance,
     load_allocations,
     load_pub,
     load_site,
@@ -166,11 +165,6 @@ def report_usage(
     doc = usage_document(
         usage, vm_url=client.url, account=account, allocations=awarded, allocations_sha256=awarded_sha
     )
-    # stored and signed all the same, with `cluster.conservation.holds: false` in it: the figures
-    # are what the series say, and the document says they do not add up (the CLI says it too)
-    inv.details["conservation_holds"] = doc["cluster"]["conservation"]["holds"]
-    if (off := imbalance(doc)) is not None:
-        inv.details["imbalance"] = off
     return _store(inv, doc, now)
 
 

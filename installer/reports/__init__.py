@@ -13,7 +13,7 @@ This is a domain package: it imports vigil.basics and vigil.bundle (minisign sig
 """
 
 from vigil.installer.reports.counters import Increase, counter_increase
-from vigil.installer.reports.documents import energy_document, imbalance, load_allocations, usage_document
+from vigil.installer.reports.documents import energy_document, load_allocations, usage_document
 from vigil.installer.reports.energy import MeterMonth, MeterReading, read_meter_month
 from vigil.installer.reports.errors import ReportError, ReportInputError, ReportVerifyError
 from vigil.installer.reports.export import export_report
@@ -49,7 +49,6 @@ __all__ = [
     "energy_document",
     "export_report",
     "field_list",
-    "imbalance",
     "key_paths",
     "load_allocations",
     "load_pub",

@@ -22,55 +22,8 @@ from vigil.installer.reports.period import Period
 from vigil.installer.reports.site import MAX_NUMBER, Site
 from vigil.installer.reports.usage import Usage
 
-#: 2: the usage report's `cluster` (measured, charged, unallocated and the check) and
-#: `source.raw_partial_hour_s` said in the table; GPUs shared by MIG or by several jobs charged a share
-FORMAT = 2
+FORMAT = 1
 J_PER_KWH = 3.6e6
-#: charged + unallocated must equal measured within this share of measured (or one rounding unit)
-CONSERVATION_TOLERANCE = 0.005
-
-
-def _off(measured: float, charged: float, unallocated: float, unit: float) -> tuple[float | None, bool]:
-    """(charged + unallocated - measured) / measured, and whether it is within the tolerance."""
-    off = charged + unallocated - measured
-    ok = abs(off) <= CONSERVATION_TOLERANCE * abs(measured) + unit
-    return (off / measured if measured else None), ok
-
-
-def cluster_figures(usage: Usage) -> dict[str, Any]:
-    """The cluster's GPU figures and the conservation check: what the accounts were charged plus
-    what no one was charged equals what the GPUs measured, in energy and in GPU-hours."""
-    e_off, e_ok = _off(usage.cluster_joules, usage.charged_joules, usage.unallocated_joules, J_PER_KWH / 1000)
-    h_off, h_ok = _off(usage.cluster_gpu_hours, usage.charged_gpu_hours, usage.unallocated_gpu_hours, 1e-4)
-    return {
-        "measured_gpu_energy_kwh": fixed(usage.cluster_joules / J_PER_KWH, "kwh"),
-        "charged_gpu_energy_kwh": fixed(usage.charged_joules / J_PER_KWH, "kwh"),
-        "unallocated_gpu_energy_kwh": fixed(usage.unallocated_joules / J_PER_KWH, "kwh"),
-        "measured_gpu_hours": fixed(usage.cluster_gpu_hours, "gpu_hours"),
-        "charged_gpu_hours": fixed(usage.charged_gpu_hours, "gpu_hours"),
-        "unallocated_gpu_hours": fixed(usage.unallocated_gpu_hours, "gpu_hours"),
-        "conservation": {
-            "tolerance": CONSERVATION_TOLERANCE,
-            "gpu_energy_off": None if e_off is None else fixed(e_off, "ratio"),
-            "gpu_hours_off": None if h_off is None else fixed(h_off, "ratio"),
-            "holds": e_ok and h_ok,
-        },
-    }
-
-
-def imbalance(doc: dict[str, Any]) -> str | None:
-    """What does not add up in a usage document's ``cluster`` figures, in one line; None if it does."""
-    c = doc.get("cluster")
-    if not c or c["conservation"]["holds"]:
-        return None
-    parts = []
-    for what, unit, key in (("GPU energy", "kWh", "gpu_energy_kwh"), ("GPU-hours", "GPU-hours", "gpu_hours")):
-        off = c["conservation"]["gpu_energy_off" if key == "gpu_energy_kwh" else "gpu_hours_off"]
-        parts.append(
-            f"{what}: charged {c['charged_' + key]} + unallocated {c['unallocated_' + key]} vs measured "
-            f"{c['measured_' + key]} {unit}" + ("" if off is None else f" ({off * 100:+.2f} %)")
-        )
-    return "; ".join(parts)
 
 
 def generator() -> str:
@@ -193,7 +146,6 @@ def usage_document(
             "jobs": total_jobs,
         },
     }
-    doc["cluster"] = cluster_figures(usage)
     if allocations is not None:
         doc["allocations"] = {"sha256": allocations_sha256}
     return doc
@@ -302,13 +254,11 @@ def energy_document(
         it = values.get("it_energy_kwh")
         operator["gpu"] = {
             "gpu_energy_kwh": fixed(gpu_kwh, "kwh"),
-            "unallocated_gpu_energy_kwh": fixed(gpu.unallocated_joules / J_PER_KWH, "kwh"),
             "gpu_energy_kwh_by_account": [
                 {"account": a, "gpu_energy_kwh": fixed(j / J_PER_KWH, "kwh")}
                 for a, j in sorted(per_account.items())
             ],
             "gpu_share_of_it_energy": fixed(gpu_kwh / it, "ratio") if it else None,
-            "cluster": cluster_figures(gpu),
             "recorded_hours": gpu.recorded_hours,
             "raw_hours": gpu.raw_hours,
             "hours_without_data": gpu.hours_without_data,

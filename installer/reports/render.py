@@ -82,7 +82,7 @@ def closing_csv(doc: dict[str, Any]) -> bytes:
             )
     gpu = doc.get("gpu")
     if gpu is not None:
-        rows.append([label, "gpu", "", "", gpu["cluster"]["measured_gpu_energy_kwh"], "", "", ""])
+        rows.append([label, "gpu", "", "", gpu["gpu_energy_kwh"], "", "", ""])
         rows.append([])
         rows.append(["month", "account", "user", "gpu_hours", "gpu_energy_kwh"])
         for r in gpu["by_account_user"]:
