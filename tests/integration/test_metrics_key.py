@@ -3,10 +3,13 @@ we ship (debian: 1.79, debian-next: 1.112), started on 127.0.0.1 as the roles st
 each other as the role's scrape configuration says.
 
 From 1.86 on, /metrics without -metricsAuthKey wants the API login, so the roles give the key to
-neither service and put it in no scrape URL: /targets, /api/v1/targets, /config and
-/service-discovery never show it. 1.79 takes the key only as ?authKey= (and serves /metrics to
-anyone without it), and its pages show the scrape URL with the key to the API login: what the test
-pins for that version is exactly what docs/security.md says of it.
+neither service, and VictoriaMetrics' own job leaves it out of its URL: /targets, /api/v1/targets,
+/config and /service-discovery do not show it there. vmalert's job keeps ?authKey= whatever the
+version (a rollback that keeps the store puts vmalert 1.79 back beside a VictoriaMetrics whose
+scrape configuration it does not rewrite): 1.112 ignores it, the scrape still needs the login, and
+the key opens nothing there. 1.79 takes the key only as ?authKey= (and serves /metrics to anyone
+without it), and its pages show both scrape URLs with the key to the API login: what the test pins
+for each version is exactly what docs/security.md says of it.
 """
 
 from __future__ import annotations
@@ -95,7 +98,7 @@ def stack(shipped: Path, tmp_path: Path) -> Iterator[tuple[bool, int, int]]:
             "static_configs": [{"targets": [f"127.0.0.1:{port}"]}],
             "basic_auth": {"username": USER, "password_file": str(tmp_path / "api.password")},
         }
-        if key_in_url:  # as roles/victoriametrics/templates/scrape.yml.j2 writes it
+        if key_in_url or name == "vmalert":  # as roles/victoriametrics/templates/scrape.yml.j2 writes it
             job["params"] = {"authKey": [KEY]}
         jobs.append(job)
     (tmp_path / "scrape.yml").write_text(yaml.safe_dump({"scrape_configs": jobs}))
@@ -152,7 +155,9 @@ def stack(shipped: Path, tmp_path: Path) -> Iterator[tuple[bool, int, int]]:
             p.wait(timeout=20)
 
 
-def test_the_metrics_key_is_in_no_page_where_the_version_allows(stack: tuple[bool, int, int]) -> None:
+def test_the_metrics_key_is_needed_and_shown_only_where_the_version_wants_it(
+    stack: tuple[bool, int, int],
+) -> None:
     key_in_url, vm_port, alert_port = stack
     for port in (vm_port, alert_port):
         metrics = f"http://127.0.0.1:{port}/metrics"
@@ -168,6 +173,14 @@ def test_the_metrics_key_is_in_no_page_where_the_version_allows(stack: tuple[boo
     for page in PAGES:
         status, body = _get(f"http://127.0.0.1:{vm_port}{page}", login=True)
         assert status == 200, page
-        assert (KEY in body) is key_in_url, page
+        assert KEY in body, page  # vmalert's job keeps it (above)
         assert PASSWORD not in body, page
         assert _get(f"http://127.0.0.1:{vm_port}{page}", login=False)[0] == 401, page
+    # VictoriaMetrics' own job's URL carries the key only where its version wants it
+    status, body = _get(f"http://127.0.0.1:{vm_port}/api/v1/targets", login=True)
+    urls = {t["labels"]["job"]: t["scrapeUrl"] for t in json.loads(body)["data"]["activeTargets"]}
+    assert (KEY in urls["victoriametrics"]) is key_in_url, urls
+    assert KEY in urls["vmalert"], urls
+    # and with it, 1.86 and later still want the login: the key opens nothing there
+    if not key_in_url:
+        assert _get(f"http://127.0.0.1:{alert_port}/metrics?authKey={KEY}", login=True)[0] == 200
