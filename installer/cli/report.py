@@ -79,6 +79,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         type=Path,
         help="YAML `accounts: {ACCOUNT: awarded GPU-hours}`: adds awarded and balance per account",
     )
+    usage.add_argument(
+        "--billing",
+        metavar="FILE",
+        type=Path,
+        help="YAML `partitions: {PARTITION: weight}` (and `default: weight`, 1.0 if not given): adds billed "
+        "GPU-hours per account, each partition's GPU-hours times its weight",
+    )
     _vm_option(usage)
     usage.set_defaults(func=usage_handler, action="report.usage")
 
@@ -195,27 +202,57 @@ def _fmt(value: Any) -> str:
 
 def usage_table(doc: dict[str, Any]) -> list[str]:
     lines = [f"usage {doc['period']['label']} ({doc['period']['start']} .. {doc['period']['end']})"]
-    head = f"{'account':<20} {'user':<16} {'GPU-hours':>12} {'GPU kWh':>12} {'jobs':>6}"
+    head = f"{'account':<20} {'user / [partition]':<16} {'GPU-hours':>12} {'active':>12} {'GPU kWh':>12}"
+    head += f" {'jobs':>6}"
     alloc = "allocations" in doc
-    lines.append(head + (f" {'awarded':>12} {'balance':>12}" if alloc else ""))
+    billed = "billing" in doc
+    lines.append(
+        head + (f" {'awarded':>12} {'balance':>12}" if alloc else "") + (f" {'billed':>12}" if billed else "")
+    )
     for a in doc["accounts"]:
-        figures = f"{_fmt(a['gpu_hours']):>12} {_fmt(a['gpu_energy_kwh']):>12} {a['jobs']:>6}"
+        figures = (
+            f"{_fmt(a['gpu_hours']):>12} {_fmt(a.get('active_gpu_hours')):>12} "
+            f"{_fmt(a['gpu_energy_kwh']):>12} {a['jobs']:>6}"
+        )
         line = f"{a['account']:<20} {'':<16} {figures}"
         if alloc:
             line += f" {_fmt(a['awarded_gpu_hours']):>12} {_fmt(a['balance_gpu_hours']):>12}"
+        if billed:
+            line += f" {_fmt(a['billed_gpu_hours']):>12}"
         lines.append(line)
+        for p in a.get("partitions", []):
+            figures = (
+                f"{_fmt(p['gpu_hours']):>12} {_fmt(p['active_gpu_hours']):>12} "
+                f"{_fmt(p['gpu_energy_kwh']):>12} {p['jobs']:>6}"
+            )
+            lines.append(f"{'':<20} {'[' + p['partition'] + ']':<16} {figures}")
         for u in a["users"]:
-            figures = f"{_fmt(u['gpu_hours']):>12} {_fmt(u['gpu_energy_kwh']):>12} {u['jobs']:>6}"
+            figures = f"{_fmt(u['gpu_hours']):>12} {'':>12} {_fmt(u['gpu_energy_kwh']):>12} {u['jobs']:>6}"
             lines.append(f"{'':<20} {u['user']:<16} {figures}")
     t = doc["totals"]
     lines.append(
-        f"{'total':<20} {'':<16} {_fmt(t['gpu_hours']):>12} {_fmt(t['gpu_energy_kwh']):>12} {t['jobs']:>6}"
+        f"{'total':<20} {'':<16} {_fmt(t['gpu_hours']):>12} {_fmt(t.get('active_gpu_hours')):>12} "
+        f"{_fmt(t['gpu_energy_kwh']):>12} {t['jobs']:>6}"
     )
+    for m in doc.get("gpu_models", []):
+        lines.append(
+            f"{'GPU model':<20} {m['model'] or '(none)':<16} {_fmt(m['gpu_hours']):>12} "
+            f"{_fmt(m['active_gpu_hours']):>12} {_fmt(m['gpu_energy_kwh']):>12}"
+        )
     src = doc["source"]
+    tail = src.get("raw_partial_hour_s", 0)
     lines.append(
-        f"hours: {src['recorded_hours']} from recording rules, {src['raw_hours']} from raw series, "
-        f"{src['hours_without_data']} without data"
+        f"hours: {src['hours']} whole: {src['recorded_hours']} from recording rules, {src['raw_hours']} from "
+        f"raw series, {src['hours_without_data']} without data"
+        + (f"; and the hour in progress ({tail // 60} min) from raw series" if tail else "")
     )
+    c = doc.get("cluster")
+    if c:
+        lines.append(
+            f"cluster: {_fmt(c['measured_gpu_hours'])} GPU-hours measured = {_fmt(c['charged_gpu_hours'])} "
+            f"charged + {_fmt(c['unallocated_gpu_hours'])} unallocated; {_fmt(c['measured_gpu_energy_kwh'])} "
+            f"kWh = {_fmt(c['charged_gpu_energy_kwh'])} + {_fmt(c['unallocated_gpu_energy_kwh'])}"
+        )
     return lines
 
 
@@ -229,9 +266,14 @@ def usage_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
             last=args.last,
             account=args.account,
             allocations=args.allocations,
+            billing=args.billing,
             vm=args.vm,
             timezone=args.timezone,
         )
+    off = inv.details.get("imbalance")
+    if off is not None:
+        label = gen.doc["period"]["label"]
+        print(f"WARN: usage report {label}: does not add up, stored saying so: {off}", file=sys.stderr)
     return _finish(gen, formats, usage_table(gen.doc))
 
 

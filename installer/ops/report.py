@@ -27,7 +27,9 @@ from vigil.installer.reports import (
     energy_document,
     export_report,
     field_list,
+    imbalance,
     load_allocations,
+    load_billing,
     load_pub,
     load_site,
     parse_period,
@@ -146,6 +148,7 @@ def report_usage(
     last: str | None = None,
     account: str | None = None,
     allocations: Path | None = None,
+    billing: Path | None = None,
     vm: str | None = None,
     now: float | None = None,
     timezone: str = "UTC",
@@ -158,13 +161,24 @@ def report_usage(
     if account is not None and (not account or len(account) > 256 or not account.isprintable()):
         raise ReportInputError(f"--account {account!r}", "must be 1 to 256 printable characters")
     awarded, awarded_sha = load_allocations(allocations, p) if allocations else (None, None)
+    weights = load_billing(billing) if billing else None
     client = victoriametrics(inv.home, vm)
     inv.details.update(period=p.label, start=p.start, end=p.end, account=account, vm=client.url)
     inv.step(f"reading {client.name} for {p.label}")
     usage = collect(client, p, account=account, progress=inv.step)
     doc = usage_document(
-        usage, vm_url=client.url, account=account, allocations=awarded, allocations_sha256=awarded_sha
+        usage,
+        vm_url=client.url,
+        account=account,
+        allocations=awarded,
+        allocations_sha256=awarded_sha,
+        billing=weights,
     )
+    # stored and signed all the same, with `cluster.conservation.holds: false` in it: the figures
+    # are what the series say, and the document says they do not add up (the CLI says it too)
+    inv.details["conservation_holds"] = doc["cluster"]["conservation"]["holds"]
+    if (off := imbalance(doc)) is not None:
+        inv.details["imbalance"] = off
     return _store(inv, doc, now)
 
 

@@ -13,7 +13,14 @@ This is a domain package: it imports vigil.basics and vigil.bundle (minisign sig
 """
 
 from vigil.installer.reports.counters import Increase, counter_increase
-from vigil.installer.reports.documents import energy_document, load_allocations, usage_document
+from vigil.installer.reports.documents import (
+    Billing,
+    energy_document,
+    imbalance,
+    load_allocations,
+    load_billing,
+    usage_document,
+)
 from vigil.installer.reports.energy import MeterMonth, MeterReading, read_meter_month
 from vigil.installer.reports.errors import ReportError, ReportInputError, ReportVerifyError
 from vigil.installer.reports.export import export_report
@@ -28,6 +35,7 @@ from vigil.installer.reports.verify import Verified, load_pub, verify_file, veri
 from vigil.installer.reports.vm import VictoriaMetrics
 
 __all__ = [
+    "Billing",
     "UNITS",
     "FieldList",
     "Increase",
@@ -49,8 +57,10 @@ __all__ = [
     "energy_document",
     "export_report",
     "field_list",
+    "imbalance",
     "key_paths",
     "load_allocations",
+    "load_billing",
     "load_pub",
     "load_site",
     "parse_period",

@@ -58,6 +58,17 @@ def meters_sha256(meters: dict[str, list[Meter]]) -> str:
     return hashlib.sha256(canonical_json(meters_spec(meters))).hexdigest()
 
 
+#: a closing's `gpu.cluster` keys: the Usage figure, its scale and its number kind
+_CLUSTER = {
+    "measured_gpu_energy_kwh": ("cluster_joules", J_PER_KWH, "kwh"),
+    "charged_gpu_energy_kwh": ("charged_joules", J_PER_KWH, "kwh"),
+    "unallocated_gpu_energy_kwh": ("unallocated_joules", J_PER_KWH, "kwh"),
+    "measured_gpu_hours": ("cluster_gpu_hours", 1.0, "gpu_hours"),
+    "charged_gpu_hours": ("charged_gpu_hours", 1.0, "gpu_hours"),
+    "unallocated_gpu_hours": ("unallocated_gpu_hours", 1.0, "gpu_hours"),
+}
+
+
 @dataclass
 class Closing:
     """A stored closing, read back and checked."""
@@ -100,7 +111,6 @@ def closing_document(
     gpu_doc: dict[str, Any] | None = None
     if gpu is not None:
         gpu_doc = {
-            "gpu_energy_kwh": fixed(gpu.cluster_joules / J_PER_KWH, "kwh"),
             "by_account_user": [
                 {
                     "account": acct,
@@ -110,6 +120,9 @@ def closing_document(
                 }
                 for acct, user in gpu.pairs()
             ],
+            "cluster": {
+                key: fixed(getattr(gpu, attr) / scale, kind) for key, (attr, scale, kind) in _CLUSTER.items()
+            },
             "recorded_hours": gpu.recorded_hours,
             "raw_hours": gpu.raw_hours,
             "hours_without_data": gpu.hours_without_data,
@@ -171,13 +184,17 @@ def parse_closing(doc: Any, sha256: str, site: Site, timezone: str, where: str) 
         if not isinstance(g, dict) or not isinstance(g.get("by_account_user"), list):
             raise ReportError(f"{where}: gpu", "not a closing's GPU figures")
         gpu = Usage(Period(str(doc["period"].get("label")), 0, 0, timezone=timezone))
-        gpu.cluster_joules = _num(g.get("gpu_energy_kwh"), f"{where}: gpu.gpu_energy_kwh") * J_PER_KWH
         for row in g["by_account_user"]:
             if not isinstance(row, dict):
                 raise ReportError(f"{where}: gpu.by_account_user", "not a list of mappings")
-            key = (str(row.get("account", "")), str(row.get("user", "")))
-            gpu.gpu_hours[key] += _num(row.get("gpu_hours"), f"{where}: gpu.gpu_hours")
-            gpu.joules[key] += _num(row.get("gpu_energy_kwh"), f"{where}: gpu.gpu_energy_kwh") * J_PER_KWH
+            pair = (str(row.get("account", "")), str(row.get("user", "")))
+            gpu.gpu_hours[pair] += _num(row.get("gpu_hours"), f"{where}: gpu.gpu_hours")
+            gpu.joules[pair] += _num(row.get("gpu_energy_kwh"), f"{where}: gpu.gpu_energy_kwh") * J_PER_KWH
+        cluster = g.get("cluster")
+        if not isinstance(cluster, dict):
+            raise ReportError(f"{where}: gpu.cluster", "not a closing's cluster figures")
+        for key, (attr, scale, _kind) in _CLUSTER.items():
+            setattr(gpu, attr, _num(cluster.get(key), f"{where}: gpu.cluster.{key}") * scale)
         gpu.recorded_hours = _int(g.get("recorded_hours"), f"{where}: gpu.recorded_hours")
         gpu.raw_hours = _int(g.get("raw_hours"), f"{where}: gpu.raw_hours")
         gpu.hours_without_data = _int(g.get("hours_without_data"), f"{where}: gpu.hours_without_data")

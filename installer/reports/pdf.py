@@ -397,6 +397,12 @@ def usage_pdf(doc: dict[str, Any], digest: str) -> Pdf:
     pdf.paragraph(
         f"Totals: {number(totals.get('gpu_hours'))} GPU-hours, {number(totals.get('gpu_energy_kwh'))} kWh "
         f"of GPU energy, jobs: {number(totals.get('jobs'))}."
+        + (
+            f" Active: {number(totals['active_gpu_hours'])} GPU-hours (the GPU busy above "
+            f"{doc['active']['threshold'] * 100:g} %)."
+            if "active_gpu_hours" in totals and "active" in doc
+            else ""
+        )
     )
     alloc = "allocations" in doc
     if alloc:
@@ -428,6 +434,28 @@ def usage_pdf(doc: dict[str, Any], digest: str) -> Pdf:
             rows.append((False, cells + (["", ""] if alloc else [])))
     pdf.heading("Per account and user", 11)
     pdf.table(columns, rows)
+    if doc.get("gpu_models"):
+        pdf.heading("Per GPU model", 11)
+        pdf.table(
+            [
+                ("GPU model", 0.4, "left"),
+                ("GPU-hours", 0.2, "right"),
+                ("Active GPU-hours", 0.2, "right"),
+                ("GPU energy (kWh)", 0.2, "right"),
+            ],
+            [
+                (
+                    False,
+                    [
+                        m["model"] or "(none)",
+                        number(m["gpu_hours"]),
+                        number(m["active_gpu_hours"]),
+                        number(m["gpu_energy_kwh"]),
+                    ],
+                )
+                for m in doc["gpu_models"]
+            ],
+        )
     largest = sorted(doc["accounts"], key=lambda a: (-a["gpu_hours"], a["account"]))[:20]
     if largest:
         title = "GPU-hours per account" + (" (the 20 largest)" if len(doc["accounts"]) > 20 else "")

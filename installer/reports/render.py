@@ -28,16 +28,28 @@ def _csv(rows: list[list[Any]]) -> bytes:
 
 
 def usage_csv(doc: dict[str, Any]) -> bytes:
-    """One row per account (``user`` empty) and one per user under it."""
+    """One row per account (``user`` and ``partition`` empty), one per partition it used (``partition``
+    set) and one per user under it; then, after an empty row, one per GPU model. The columns of format 2
+    come first, in their order; ``partition`` and ``active_gpu_hours`` follow them."""
     alloc = "allocations" in doc
     head = ["period", "account", "user", "gpu_hours", "gpu_energy_kwh", "jobs"]
     if alloc:
         head += ["awarded_gpu_hours", "balance_gpu_hours"]
-    rows: list[list[Any]] = [head]
+    billed = "billing" in doc
+    rows: list[list[Any]] = [
+        head + ["partition", "active_gpu_hours"] + (["billing_weight", "billed_gpu_hours"] if billed else [])
+    ]
     label = doc["period"]["label"]
+    blank = ["", ""] if alloc else []
     for acct in doc["accounts"]:
         row = [label, acct["account"], "", acct["gpu_hours"], acct["gpu_energy_kwh"], acct["jobs"]]
-        rows.append(row + ([acct["awarded_gpu_hours"], acct["balance_gpu_hours"]] if alloc else []))
+        extra = [acct["awarded_gpu_hours"], acct["balance_gpu_hours"]] if alloc else []
+        bill = ["", acct["billed_gpu_hours"]] if billed else []
+        rows.append(row + extra + ["", acct["active_gpu_hours"]] + bill)
+        for part in acct["partitions"]:
+            row = [label, acct["account"], "", part["gpu_hours"], part["gpu_energy_kwh"], part["jobs"]]
+            bill = [part["billing_weight"], part["billed_gpu_hours"]] if billed else []
+            rows.append(row + blank + [part["partition"], part["active_gpu_hours"]] + bill)
         for user in acct["users"]:
             row = [
                 label,
@@ -47,7 +59,11 @@ def usage_csv(doc: dict[str, Any]) -> bytes:
                 user["gpu_energy_kwh"],
                 user["jobs"],
             ]
-            rows.append(row + (["", ""] if alloc else []))
+            rows.append(row + blank + ["", ""] + (["", ""] if billed else []))
+    rows.append([])
+    rows.append(["period", "gpu_model", "gpu_hours", "active_gpu_hours", "gpu_energy_kwh"])
+    for m in doc["gpu_models"]:
+        rows.append([label, m["model"], m["gpu_hours"], m["active_gpu_hours"], m["gpu_energy_kwh"]])
     return _csv(rows)
 
 
@@ -82,7 +98,7 @@ def closing_csv(doc: dict[str, Any]) -> bytes:
             )
     gpu = doc.get("gpu")
     if gpu is not None:
-        rows.append([label, "gpu", "", "", gpu["gpu_energy_kwh"], "", "", ""])
+        rows.append([label, "gpu", "", "", gpu["cluster"]["measured_gpu_energy_kwh"], "", "", ""])
         rows.append([])
         rows.append(["month", "account", "user", "gpu_hours", "gpu_energy_kwh"])
         for r in gpu["by_account_user"]:

@@ -8,11 +8,15 @@ is one set of queries over the run's window, evaluated at its end:
 
 * recorded: the hourly samples ``account_user:*:…1h`` at ``a+1h … b`` (each covers the hour before
   it), summed by a subquery at a 1h step — the rules' own tiling;
-* raw: the rules' expressions over the whole window — GPU-hours as the minutes a job-labelled GPU
-  series was present (a subquery at a 1m step, as ``job:gpus_allocated:count`` counts them), energy
-  as ``increase()`` of DCGM's mJ counter over the window (counter resets handled by
-  VictoriaMetrics; its base is the last sample before the window, so a job crossing a boundary is
-  split there), joined on ``(instance, hpc_job)`` to ``slurm_job_info``.
+* raw: the rules' expressions over the whole window, minute by minute (a subquery at a 1m step, as
+  the rules record them) — GPU-hours as the share of a GPU each job held in each minute, energy as
+  each job series' ``increase()`` of DCGM's mJ counter in the minute times that share, joined on
+  ``(instance, hpc_job)`` to ``slurm_job_info``.
+
+A GPU's share: a whole GPU is 1, a MIG instance of profile ``Ng.*`` is N/7 (N/4 on an A30), and
+the jobs on one GPU or instance in the same minute split it equally (:func:`fraction`, :func:`share`).
+Every report also reads the cluster's own figures — each GPU's counter once, and what no one was
+charged of it — so that the charges can be checked against them (docs/reports.md, "Conservation").
 
 GPUs without a job (no ``hpc_job``) are charged to no one. Hours without any GPU series are counted
 and said, never reported as measured zeros; a period without any is refused.
@@ -23,6 +27,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from vigil.installer.reports.errors import ReportInputError
 from vigil.installer.reports.period import HOUR, Period, chunks, hour_runs, iso
@@ -52,8 +57,127 @@ def quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
+#: what the prolog's slurm_job_info says of a job that its charges carry (roles/slurm_jobmap)
+WHO = "user, account, partition"
+#: the labels of every charge: who, in which partition, on which GPU model (dcgm-exporter's modelName)
+BY = "account, user, partition, modelName"
+
+
 def _info(window: str, matcher: str) -> str:
-    return f"max by (instance, hpc_job, user, account) (last_over_time(slurm_job_info{matcher}[{window}]))"
+    return f"max by (instance, hpc_job, {WHO}) (last_over_time(slurm_job_info{matcher}[{window}]))"
+
+
+#: the fields whose presence says a GPU (or a MIG instance) was scraped in a sample: any of them, so
+#: that a counters file leaving one out does not leave GPU-hours at 0 beside non-zero energy
+PRESENT_FIELDS = ("GPU_TEMP", "POWER_USAGE", "TOTAL_ENERGY_CONSUMPTION", "FB_USED")
+_NAMES = '__name__=~"DCGM_FI_DEV_(' + "|".join(PRESENT_FIELDS) + ')"'
+PRESENT = "{" + _NAMES + "}"
+PRESENT_JOB = "{" + _NAMES + ',hpc_job!=""}'
+ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+JOB = '{hpc_job!=""}'
+#: one GPU entity: a whole GPU (GPU_I_ID empty) or one MIG GPU instance
+ENTITY = "instance, gpu, GPU_I_ID"
+#: models whose MIG mode has 4 compute slices; every other GPU in MIG mode is taken as 7 (A100, H100)
+FOUR_SLICE_MODELS = ".*A30.*"
+
+
+def _present(extra: str) -> str:
+    return "{" + _NAMES + "," + extra + "}"
+
+
+def _profile(n: int) -> str:
+    return 'GPU_I_PROFILE=~"' + str(n) + 'g[.].*"'
+
+
+def fraction() -> str:
+    """Each GPU entity present now, valued at its share of the GPU: ``N / slices`` for a MIG profile
+    ``Ng.*`` (``3g.40gb`` on a 7-slice GPU: 3/7; ``1g.10gb+me``: 1/7), 1 for a whole GPU and for a
+    profile that does not start with ``Ng.``."""
+    mig = " or ".join(f"(count by ({ENTITY}) ({_present(_profile(n))}) * 0 + {n})" for n in range(1, 8))
+    four = _present('modelName=~"' + FOUR_SLICE_MODELS + '"')
+    slices = f"(count by (instance, gpu) ({four}) * 0 + 4) or (count by (instance, gpu) ({PRESENT}) * 0 + 7)"
+    whole = f"count by ({ENTITY}) ({PRESENT}) * 0 + 1"
+    return f"(({mig}) / on (instance, gpu) group_left () ({slices})) or ({whole})"
+
+
+def share(matcher: str) -> str:
+    """Each job's share of a GPU now, per entity and job, joined to its account and partition: the
+    entity's fraction split equally between the jobs on it. It keeps the GPU's ``modelName``."""
+    jobs = f"group by ({ENTITY}, hpc_job, modelName) ({PRESENT_JOB})"
+    return (
+        f"{jobs} * on ({ENTITY}) group_left () (({fraction()}) / count by ({ENTITY}) ({jobs}))"
+        f" * on (instance, hpc_job) group_left ({WHO}) {_info('1h', matcher)}"
+    )
+
+
+def job_gpus(matcher: str) -> str:
+    """GPU-equivalents each job holds now (``job:gpus_allocated:count``), per GPU model."""
+    return f"sum by (hpc_job, {WHO}, modelName) (({share(matcher)}))"
+
+
+#: the field saying whether a GPU (or a MIG instance) was busy: DCGM_FI_PROF_GR_ENGINE_ACTIVE (the
+#: ratio of time the graphics engine was active; dcgm-exporter gives it for a whole GPU and for each
+#: MIG instance) and, for a GPU without it (no profiling metrics), DCGM_FI_DEV_GPU_UTIL in % (which
+#: DCGM leaves blank on MIG instances)
+ACTIVE_FIELD = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+ACTIVE_FALLBACK = "DCGM_FI_DEV_GPU_UTIL"
+#: a GPU is active in a minute when that ratio is above this (10 %)
+ACTIVE_THRESHOLD = 0.1
+
+
+def busy() -> str:
+    """Each GPU entity active now: 1 where its engine was busy above the threshold, absent otherwise."""
+    ratio = f"max by ({ENTITY}) ({ACTIVE_FIELD}) or max by ({ENTITY}) ({ACTIVE_FALLBACK}) / 100"
+    return f"({ratio}) > {ACTIVE_THRESHOLD:g}"
+
+
+def active_gpus(matcher: str) -> str:
+    """GPU-equivalents each (account, user, partition, model) holds now on GPUs that are busy
+    (``account_user:gpus_active:count``): a job's share counts only in the minutes its GPU or
+    MIG instance is active."""
+    return f"sum by ({BY}) (({share(matcher)}) * on ({ENTITY}) group_left () (({busy()}) * 0 + 1))"
+
+
+def _job_series_energy(by: str, matcher: str) -> str:
+    return (
+        f"sum by ({by}) (increase({ENERGY}{JOB}[1m]) / 1000"
+        f" * on ({ENTITY}, hpc_job) group_left ({WHO}) ({share(matcher)}))"
+    )
+
+
+def job_energy_1m(matcher: str) -> str:
+    """Joules each job was charged in the last minute: each of its series' own increase (its own
+    samples, so a job starting or ending mid-minute gets only its part) times its share."""
+    return _job_series_energy(f"hpc_job, {WHO}, modelName", matcher)
+
+
+def gpu_energy_1m() -> str:
+    """Joules each GPU used in the last minute, from its counter read once however many series repeat
+    it (a MIG instance each, a job each): the newest sample of any, minute to minute (a reset: 0)."""
+    last = f"max by (instance, gpu) (last_over_time({ENERGY}[5m]"
+    return f"(clamp_min({last})) - {last} offset 1m)), 0) / 1000)"
+
+
+def cluster_energy_1m() -> str:
+    return f"sum({gpu_energy_1m()})"
+
+
+def unallocated_energy_1m() -> str:
+    """Joules of each GPU's minute charged to no one (idle GPUs and slices, slices not configured,
+    jobs without slurm_job_info); 0 where the jobs were charged more than the GPU used."""
+    e = gpu_energy_1m()
+    return f"sum(clamp_min({e} - ({_job_series_energy('instance, gpu', '')} or {e} * 0), 0))"
+
+
+def cluster_gpus() -> str:
+    """GPUs scraped now (each once, whole or split into MIG instances)."""
+    return f"count(group by (instance, gpu) ({PRESENT}))"
+
+
+def unallocated_gpus() -> str:
+    """The parts of the GPUs scraped now that no job is charged for."""
+    held = f"sum by (instance, gpu) (({share('')}))"
+    return f"sum(clamp_min(1 - ({held} or group by (instance, gpu) ({PRESENT}) * 0), 0))"
 
 
 def recorded_queries(window: int, matcher: str) -> dict[str, str]:
@@ -63,49 +187,95 @@ def recorded_queries(window: int, matcher: str) -> dict[str, str]:
         return f"{fn}(last_over_time({series}{match}[{LOOKBACK}])[{window}s:1h])"
 
     return {
-        "gpu_hours": f"sum by (account, user) ({hourly('account_user:gpu_hours:sum1h')})",
-        "joules": f"sum by (account, user) ({hourly('account_user:gpu_energy_joules:increase1h')})",
+        "gpu_hours": f"sum by ({BY}) ({hourly('account_user:gpu_hours:sum1h')})",
+        "joules": f"sum by ({BY}) ({hourly('account_user:gpu_energy_joules:increase1h')})",
+        "active_hours": f"sum by ({BY}) ({hourly('account_user:gpu_active_hours:sum1h')})",
         # a plain window, not the hourly subquery: that one builds a point per hour for every job
         # series, which VictoriaMetrics refuses for a year at cluster scale (benchmarks/report.py).
         # The window starts at the first hourly point's lookback, so every rolling 1h sum read lies
         # inside the run (to the same LOOKBACK as the hourly points).
-        "jobs": "group by (account, user, hpc_job) ("
+        "jobs": "group by (account, user, partition, hpc_job) ("
         f"max_over_time(job:gpu_hours:sum1h{matcher}[{window - HOUR + LOOKBACK_S}s]) > 0)",
         "cluster_joules": f"sum({hourly('cluster:gpu_energy_joules:increase1h', match='')})",
+        "unallocated_joules": f"sum({hourly('cluster:gpu_unallocated_energy_joules:increase1h', match='')})",
+        "cluster_gpu_hours": f"sum({hourly('cluster:gpu_hours:sum1h', match='')})",
+        "unallocated_gpu_hours": f"sum({hourly('cluster:gpu_unallocated_hours:sum1h', match='')})",
+        "charged_gpu_hours": f"sum({hourly('account_user:gpu_hours:sum1h', match='')})",
+        "charged_joules": f"sum({hourly('account_user:gpu_energy_joules:increase1h', match='')})",
     }
 
 
 def raw_queries(window: int, matcher: str) -> dict[str, str]:
-    """The rules' expressions over a window of raw series ending at the evaluation time."""
+    """The rules' expressions over a window of raw series ending at the evaluation time: each
+    minute's figure, summed over the window's minutes (a subquery at a 1m step, as the rules record
+    them)."""
     w = f"{window}s"
     info = _info(f"{window + HOUR}s", matcher)
-    allocated = (
-        "count by (hpc_job, user, account) ("
-        'max by (instance, gpu, hpc_job) (DCGM_FI_DEV_GPU_TEMP{hpc_job!=""})'
-        f" * on (instance, hpc_job) group_left (user, account) {_info('1h', matcher)})"
-    )
-    energy = 'increase(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{hpc_job!=""}' + f"[{w}]) / 1000"
+
+    def minutes(expr: str) -> str:
+        return f"sum_over_time(({expr})[{w}:1m])"
+
     return {
-        "gpu_hours": f"sum by (account, user) (sum_over_time(({allocated})[{w}:1m])) / 60",
-        "joules": f"sum by (account, user) ({energy} * on (instance, hpc_job) group_left (user, account) "
-        f"{info})",
-        "jobs": "group by (account, user, hpc_job) ("
-        'max by (instance, hpc_job) (count_over_time(DCGM_FI_DEV_GPU_TEMP{hpc_job!=""}' + f"[{w}]))"
-        f" * on (instance, hpc_job) group_left (user, account) {info})",
-        "cluster_joules": f"sum(increase(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[{w}])) / 1000",
+        "gpu_hours": f"sum by ({BY}) ({minutes(job_gpus(matcher))}) / 60",
+        "joules": f"sum by ({BY}) ({minutes(job_energy_1m(matcher))})",
+        "active_hours": f"sum by ({BY}) ({minutes(active_gpus(matcher))}) / 60",
+        "jobs": "group by (account, user, partition, hpc_job) ("
+        f"max by (instance, hpc_job) (count_over_time({PRESENT_JOB}[{w}]))"
+        f" * on (instance, hpc_job) group_left ({WHO}) {info})",
+        "cluster_joules": minutes(cluster_energy_1m()),
+        "unallocated_joules": minutes(unallocated_energy_1m()),
+        "cluster_gpu_hours": f"{minutes(cluster_gpus())} / 60",
+        "unallocated_gpu_hours": f"{minutes(unallocated_gpus())} / 60",
+        "charged_gpu_hours": f"sum({minutes(job_gpus(''))}) / 60",
+        "charged_joules": f"sum({minutes(job_energy_1m(''))})",
     }
+
+
+#: the cluster's figures every report reads, whatever its account filter (the conservation check)
+CLUSTER_FIGURES = (
+    "cluster_joules",
+    "unallocated_joules",
+    "charged_joules",
+    "cluster_gpu_hours",
+    "unallocated_gpu_hours",
+    "charged_gpu_hours",
+)
+
+
+#: (account, user, partition, GPU model): the finest breakdown the report reads
+Cell = tuple[str, str, str, str]
+
+
+def _floats() -> dict[Any, float]:
+    return defaultdict(float)
 
 
 @dataclass
 class Usage:
-    """What :func:`collect` read: per (account, user) sums, and where the hours came from."""
+    """What :func:`collect` read: per (account, user) sums, the same per partition and GPU model,
+    and where the hours came from."""
 
     period: Period
-    gpu_hours: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
-    joules: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
+    gpu_hours: dict[tuple[str, str], float] = field(default_factory=_floats)
+    joules: dict[tuple[str, str], float] = field(default_factory=_floats)
     jobs: dict[tuple[str, str], set[str]] = field(default_factory=lambda: defaultdict(set))
-    #: every GPU's energy, allocated or not (the energy report's GPU share of E_IT)
+    #: GPU-hours on a GPU that was busy (ACTIVE_FIELD above ACTIVE_THRESHOLD), per (account, user)
+    active_hours: dict[tuple[str, str], float] = field(default_factory=_floats)
+    #: the three figures per (account, user, partition, GPU model)
+    cell_hours: dict[Cell, float] = field(default_factory=_floats)
+    cell_joules: dict[Cell, float] = field(default_factory=_floats)
+    cell_active_hours: dict[Cell, float] = field(default_factory=_floats)
+    #: job ids per (account, partition)
+    partition_jobs: dict[tuple[str, str], set[str]] = field(default_factory=lambda: defaultdict(set))
+    #: every GPU's energy, allocated or not, each GPU's counter once (the energy report's GPU share
+    #: of E_IT); what no one was charged of it; and what all accounts were charged (any filter aside)
     cluster_joules: float = 0.0
+    unallocated_joules: float = 0.0
+    charged_joules: float = 0.0
+    #: the same in GPU-hours: GPUs scraped, the parts no job held, what all accounts were charged
+    cluster_gpu_hours: float = 0.0
+    unallocated_gpu_hours: float = 0.0
+    charged_gpu_hours: float = 0.0
     recorded_hours: int = 0
     raw_hours: int = 0
     hours_without_data: int = 0
@@ -122,7 +292,18 @@ class Usage:
             self.joules[key] += value
         for key, ids in other.jobs.items():
             self.jobs[key] |= ids
-        self.cluster_joules += other.cluster_joules
+        for mine, theirs in (
+            (self.active_hours, other.active_hours),
+            (self.cell_hours, other.cell_hours),
+            (self.cell_joules, other.cell_joules),
+            (self.cell_active_hours, other.cell_active_hours),
+        ):
+            for cell, value in theirs.items():
+                mine[cell] += value  # type: ignore[index]
+        for pair, ids in other.partition_jobs.items():
+            self.partition_jobs[pair] |= ids
+        for name in CLUSTER_FIGURES:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
         self.recorded_hours += other.recorded_hours
         self.raw_hours += other.raw_hours
         self.hours_without_data += other.hours_without_data
@@ -192,13 +373,17 @@ def collect(
             if progress is not None:
                 progress(f"{source} series {iso(lo)} .. {iso(hi)}")
             queries = (recorded_queries if source == "recorded" else raw_queries)(hi - lo, matcher)
-            _add(usage.gpu_hours, vm.query(queries["gpu_hours"], hi))
-            _add(usage.joules, vm.query(queries["joules"], hi))
+            _add(usage.gpu_hours, usage.cell_hours, vm.query(queries["gpu_hours"], hi))
+            _add(usage.joules, usage.cell_joules, vm.query(queries["joules"], hi))
+            _add(usage.active_hours, usage.cell_active_hours, vm.query(queries["active_hours"], hi))
             if jobs:
                 for labels, _ in vm.query(queries["jobs"], hi):
-                    usage.jobs[_key(labels)].add(labels.get("hpc_job", ""))
-            if account is None:
-                usage.cluster_joules += sum(v for _, v in vm.query(queries["cluster_joules"], hi))
+                    job = labels.get("hpc_job", "")
+                    usage.jobs[_key(labels)].add(job)
+                    usage.partition_jobs[(labels.get("account", ""), labels.get("partition", ""))].add(job)
+            for name in CLUSTER_FIGURES:
+                got = sum(v for _, v in vm.query(queries[name], hi))
+                setattr(usage, name, getattr(usage, name) + got)
     return usage
 
 
@@ -206,6 +391,13 @@ def _key(labels: Labels) -> tuple[str, str]:
     return labels.get("account", ""), labels.get("user", "")
 
 
-def _add(into: dict[tuple[str, str], float], result: list[tuple[Labels, float]]) -> None:
+def _cell(labels: Labels) -> Cell:
+    return (*_key(labels), labels.get("partition", ""), labels.get("modelName", ""))
+
+
+def _add(
+    into: dict[tuple[str, str], float], cells: dict[Cell, float], result: list[tuple[Labels, float]]
+) -> None:
     for labels, value in result:
         into[_key(labels)] += value
+        cells[_cell(labels)] += value

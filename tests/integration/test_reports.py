@@ -2,7 +2,9 @@
 
 The data (2025, UTC, 30 s scrapes, every GPU at a fixed power): four jobs under two accounts with
 known GPU counts and durations, one crossing the September/October boundary and one crossing the
-October/November boundary, idle GPUs beside them (not charged to anyone), and a year of facility
+October/November boundary, idle GPUs beside them (not charged to anyone); in two partitions (physics
+in both) on two GPU models (gpu01's H100s, gpu02's A100s), one job's GPU idle for the second half
+of its hours (DCGM_FI_PROF_GR_ENGINE_ACTIVE 0.02: allocated, not active), and a year of facility
 and IT meter counters with a meter replaced mid-year (a reset). Two VictoriaMetrics instances hold
 it: ``raw`` has only what the exporters scrape (DCGM + slurm_job_info: the raw path), ``mixed``
 has that plus the recording-rule series as the rules produce them, for the hours from 2025-10-16
@@ -53,17 +55,34 @@ class Job:
     gpus: tuple[int, ...]
     start: int
     end: int
+    partition: str = "gpu"
+    #: from here on its GPUs are idle (allocated, not active)
+    idle_from: int | None = None
+
+    def active(self, t: int) -> bool:
+        return self.idle_from is None or t < self.idle_from
 
 
 JOBS = (
     Job("100", "chemistry", "carol", "gpu02", (0,), ts("2025-09-30T23:00:00"), ts("2025-10-01T01:00:00")),
     Job("101", "physics", "alice", "gpu01", (0, 1), ts("2025-10-05T10:00:00"), ts("2025-10-05T14:00:00")),
-    Job("102", "physics", "bob", "gpu01", (2,), ts("2025-10-20T00:00:00"), ts("2025-10-20T06:00:00")),
+    Job(
+        "102",
+        "physics",
+        "bob",
+        "gpu01",
+        (2,),
+        ts("2025-10-20T00:00:00"),
+        ts("2025-10-20T06:00:00"),
+        partition="gpu-long",
+        idle_from=ts("2025-10-20T03:00:00"),
+    ),
     Job(
         "201", "chemistry", "carol", "gpu02", (1, 2, 3), ts("2025-10-31T20:00:00"), ts("2025-11-01T02:00:00")
     ),
 )
 HOSTS = {"gpu01": 4, "gpu02": 4}
+MODELS = {"gpu01": "NVIDIA H100 80GB HBM3", "gpu02": "NVIDIA A100-SXM4-80GB"}
 DATA_START, DATA_END = ts("2025-09-30T12:00:00"), ts("2025-11-01T12:00:00")
 RECORDED_FROM = ts("2025-10-16T00:00:00")
 OCT = (ts("2025-10-01T00:00:00"), ts("2025-11-01T00:00:00"))
@@ -87,6 +106,63 @@ def expected(lo: int, hi: int) -> dict[tuple[str, str], tuple[float, float, int]
     return out
 
 
+def overlap(job: Job, lo: int, hi: int) -> tuple[int, int]:
+    """GPU-seconds of the job in [lo, hi): allocated, and active."""
+    seconds = max(0, min(job.end, hi) - max(job.start, lo))
+    busy_to = job.end if job.idle_from is None else job.idle_from
+    active = max(0, min(busy_to, hi) - max(job.start, lo))
+    return seconds * len(job.gpus), active * len(job.gpus)
+
+
+def expected_breakdown(lo: int, hi: int) -> dict[str, Any]:
+    """Per (account, partition): (GPU-hours, active GPU-hours, kWh, jobs); per model: (GPU-hours,
+    active GPU-hours, kWh); per account: active GPU-hours."""
+    parts: dict[tuple[str, str], list[float]] = {}
+    models: dict[str, list[float]] = {}
+    active: dict[str, float] = {}
+    for job in JOBS:
+        seconds, busy = overlap(job, lo, hi)
+        if seconds:
+            p = parts.setdefault((job.account, job.partition), [0.0, 0.0, 0.0, 0])
+            m = models.setdefault(MODELS[job.host], [0.0, 0.0, 0.0])
+            for into in (p, m):
+                into[0] += seconds / HOUR
+                into[1] += busy / HOUR
+                into[2] += seconds * BUSY_W / 3.6e6
+            p[3] += 1
+            active[job.account] = active.get(job.account, 0.0) + busy / HOUR
+    return {"partitions": parts, "models": models, "active": active}
+
+
+def assert_breakdown(doc: dict[str, Any], want: dict[str, Any], rel: float) -> None:
+    got = {
+        (a["account"], p["partition"]): (
+            p["gpu_hours"],
+            p["active_gpu_hours"],
+            p["gpu_energy_kwh"],
+            p["jobs"],
+        )
+        for a in doc["accounts"]
+        for p in a["partitions"]
+    }
+    assert set(got) == set(want["partitions"]), got
+    for key, (h, act, kwh, jobs) in want["partitions"].items():
+        assert got[key][:3] == pytest.approx((h, act, kwh), rel=rel, abs=0.01), key
+        assert got[key][3] == jobs, key
+    models = {
+        m["model"]: (m["gpu_hours"], m["active_gpu_hours"], m["gpu_energy_kwh"]) for m in doc["gpu_models"]
+    }
+    assert set(models) == set(want["models"]), models
+    for model, figures in want["models"].items():
+        assert models[model] == pytest.approx(tuple(figures), rel=rel, abs=0.01), model
+    for a in doc["accounts"]:
+        assert a["active_gpu_hours"] == pytest.approx(
+            want["active"].get(a["account"], 0.0), rel=rel, abs=0.01
+        )
+        assert a["active_gpu_hours"] <= a["gpu_hours"]
+    assert doc["totals"]["active_gpu_hours"] == pytest.approx(sum(want["active"].values()), rel=rel, abs=0.01)
+
+
 def raw_lines() -> Iterator[dict[str, Any]]:
     """What dcgm-exporter and node_exporter would have had scraped: per GPU, a series per hpc_job
     (and one without), the energy counter (mJ) continuing across them; slurm_job_info per job."""
@@ -95,19 +171,21 @@ def raw_lines() -> Iterator[dict[str, Any]]:
         instance = f"{host}:9400"
         for gpu in range(gpus):
             energy = 5e9 + gpu * 1e6  # mJ since boot: far above one interval's delta
-            series: dict[str, tuple[list[int], list[float], list[float]]] = {}
+            series: dict[str, tuple[list[int], list[float], list[float], list[float]]] = {}
             for t in times:
                 job = job_on(host, gpu, t)
                 key = job.id if job else ""
-                stamps, temps, energies = series.setdefault(key, ([], [], []))
+                stamps, temps, energies, engine = series.setdefault(key, ([], [], [], []))
                 stamps.append(t * 1000)
                 temps.append(68.0 if job else 34.0)
                 energies.append(energy)
+                engine.append(0.9 if job and job.active(t) else 0.02)
                 energy += (BUSY_W if job else IDLE_W) * STEP * 1000
-            for key, (stamps, temps, energies) in series.items():
+            for key, (stamps, temps, energies, engine) in series.items():
                 labels = {
                     "gpu": str(gpu),
                     "UUID": f"GPU-{host}-{gpu}",
+                    "modelName": MODELS[host],
                     "Hostname": host,
                     "instance": instance,
                 }
@@ -123,6 +201,11 @@ def raw_lines() -> Iterator[dict[str, Any]]:
                     "values": energies,
                     "timestamps": stamps,
                 }
+                yield {
+                    "metric": {"__name__": "DCGM_FI_PROF_GR_ENGINE_ACTIVE", **labels},
+                    "values": engine,
+                    "timestamps": stamps,
+                }
     for job in JOBS:
         stamps = [t * 1000 for t in times if job.start <= t < job.end]
         yield {
@@ -131,7 +214,7 @@ def raw_lines() -> Iterator[dict[str, Any]]:
                 "hpc_job": job.id,
                 "user": job.user,
                 "account": job.account,
-                "partition": "gpu",
+                "partition": job.partition,
                 "node": job.host,
                 "instance": f"{job.host}:9400",
             },
@@ -144,7 +227,7 @@ def recorded_lines(start: int) -> Iterator[dict[str, Any]]:
     """The accounting rules' series as vmalert writes them, one sample per hour on the hour from
     ``start`` on (each covering the hour before it): what the report reads from them."""
     ends = list(range(start + HOUR, DATA_END + 1, HOUR))
-    per_job: dict[tuple[str, str, str], tuple[list[float], list[float]]] = {}
+    per_job: dict[Job, tuple[list[float], list[float], list[float]]] = {}
     cluster = []
     for t in ends:
         total = 0.0
@@ -154,35 +237,54 @@ def recorded_lines(start: int) -> Iterator[dict[str, Any]]:
                 total += (busy * BUSY_W + (HOUR // STEP - busy) * IDLE_W) * STEP
         cluster.append(total)
         for job in JOBS:
-            seconds = max(0, min(job.end, t) - max(job.start, t - HOUR)) * len(job.gpus)
-            hours, joules = per_job.setdefault((job.id, job.user, job.account), ([], []))
+            seconds, active = overlap(job, t - HOUR, t)
+            hours, joules, busy_h = per_job.setdefault(job, ([], [], []))
             hours.append(seconds / HOUR)
             joules.append(seconds * BUSY_W)
+            busy_h.append(active / HOUR)
     stamps = [t * 1000 for t in ends]
     yield {
         "metric": {"__name__": "cluster:gpu_energy_joules:increase1h"},
         "values": cluster,
         "timestamps": stamps,
     }
-    by_user: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
-    for (jid, user, account), (hours, joules) in per_job.items():
+    # what no one was charged: the idle GPUs' energy and hours; every GPU scraped every minute
+    gpus = sum(HOSTS.values())
+    busy_s = [sum(overlap(job, t - HOUR, t)[0] for job in JOBS) for t in ends]
+    for name, values in (
+        ("cluster:gpu_unallocated_energy_joules:increase1h", [(gpus * HOUR - b) * IDLE_W for b in busy_s]),
+        ("cluster:gpu_hours:sum1h", [float(gpus)] * len(ends)),
+        ("cluster:gpu_unallocated_hours:sum1h", [gpus - b / HOUR for b in busy_s]),
+    ):
+        yield {"metric": {"__name__": name}, "values": values, "timestamps": stamps}
+    # per account and user, in each partition and on each model, as the rules keep those labels
+    by_cell: dict[tuple[str, ...], tuple[list[float], list[float], list[float]]] = {}
+    for job, (hours, joules, busy_h) in per_job.items():
         keep = [i for i, h in enumerate(hours) if h > 0]
-        labels = {"hpc_job": jid, "user": user, "account": account}
+        who = {"user": job.user, "account": job.account, "partition": job.partition}
         yield {
-            "metric": {"__name__": "job:gpu_hours:sum1h", **labels},
+            "metric": {
+                "__name__": "job:gpu_hours:sum1h",
+                "hpc_job": job.id,
+                **who,
+                "modelName": MODELS[job.host],
+            },
             "values": [hours[i] for i in keep],
             "timestamps": [stamps[i] for i in keep],
         }
-        uh, uj = by_user.setdefault((user, account), ([0.0] * len(ends), [0.0] * len(ends)))
+        cell = (job.user, job.account, job.partition, MODELS[job.host])
+        ch, cj, ca = by_cell.setdefault(cell, ([0.0] * len(ends), [0.0] * len(ends), [0.0] * len(ends)))
         for i in range(len(ends)):
-            uh[i] += hours[i]
-            uj[i] += joules[i]
-    for (user, account), (uh, uj) in by_user.items():
-        keep = [i for i, h in enumerate(uh) if h > 0]
-        labels = {"user": user, "account": account}
+            ch[i] += hours[i]
+            cj[i] += joules[i]
+            ca[i] += busy_h[i]
+    for (user, account, partition, model), (ch, cj, ca) in by_cell.items():
+        keep = [i for i, h in enumerate(ch) if h > 0]
+        labels = {"user": user, "account": account, "partition": partition, "modelName": model}
         for name, values in (
-            ("account_user:gpu_hours:sum1h", uh),
-            ("account_user:gpu_energy_joules:increase1h", uj),
+            ("account_user:gpu_hours:sum1h", ch),
+            ("account_user:gpu_energy_joules:increase1h", cj),
+            ("account_user:gpu_active_hours:sum1h", ca),
         ):
             yield {
                 "metric": {"__name__": name, **labels},
@@ -356,6 +458,9 @@ def test_raw_path_gives_the_known_load_within_2_percent(raw_vm: VM, home: Path) 
     assert_close(rows(doc), expected(*OCT), 0.02)
     physics = next(a for a in doc["accounts"] if a["account"] == "physics")
     assert physics["jobs"] == 2 and physics["gpu_hours"] == pytest.approx(14.0, rel=0.02)
+    # job 102 idle for 3 of its 6 hours: 11 of physics' 14 GPU-hours active
+    assert physics["active_gpu_hours"] == pytest.approx(11.0, rel=0.02)
+    assert_breakdown(doc, expected_breakdown(*OCT), 0.02)
 
 
 def test_recording_rules_where_they_cover_and_raw_before_give_the_same(
@@ -370,6 +475,30 @@ def test_recording_rules_where_they_cover_and_raw_before_give_the_same(
     assert recorded["source"]["recorded_hours"] == 384 and raw["source"]["raw_hours"] == 384
     assert_close(rows(raw), {k: v for k, v in rows(recorded).items()}, 0.02)
     assert_close(rows(recorded), expected(ts("2025-10-16T00:00:00"), OCT[1]), 0.001)
+    assert_breakdown(doc, expected_breakdown(*OCT), 0.02)
+    assert_breakdown(recorded, expected_breakdown(ts("2025-10-16T00:00:00"), OCT[1]), 0.001)
+    assert_breakdown(raw, expected_breakdown(ts("2025-10-16T00:00:00"), OCT[1]), 0.02)
+
+
+def test_billing_weights_per_partition_bill_the_known_hours(mixed_vm: VM, home: Path, tmp_path: Path) -> None:
+    """physics' October: 8 GPU-hours in `gpu` at 1.0 and 6 in `gpu-long` at 3.0; chemistry's 13 in
+    `gpu` (the default weight, 0.5: `gpu` is not named)."""
+    billing = tmp_path / "billing.yaml"
+    billing.write_text("partitions:\n  gpu-long: 3.0\ndefault: 0.5\n")
+    doc, path = report(home, "usage", "--period", "2025-10", "--billing", str(billing), "--vm", mixed_vm.url)
+    rows = {a["account"]: a for a in doc["accounts"]}
+    assert rows["physics"]["billed_gpu_hours"] == pytest.approx(8 * 0.5 + 6 * 3.0, rel=0.02)
+    assert rows["chemistry"]["billed_gpu_hours"] == pytest.approx(13 * 0.5, rel=0.02)
+    assert doc["totals"]["billed_gpu_hours"] == pytest.approx(22.0 + 6.5, rel=0.02)
+    assert doc["billing"]["default_weight"] == 0.5 and len(doc["billing"]["sha256"]) == 64
+    header = (path.parent / "report.csv").read_text().splitlines()[0]
+    assert header.endswith(",partition,active_gpu_hours,billing_weight,billed_gpu_hours")
+    billing.write_text("partitions: {gpu-long: .nan}\n")
+    res = vigil(
+        home, "report", "usage", "--period", "2025-10", "--billing", str(billing), "--vm", mixed_vm.url
+    )
+    assert res.returncode == 1
+    assert res.stderr.strip() == f"FAIL: {billing}: partitions.gpu-long: must be a number, not NaN"
 
 
 def test_jobs_crossing_month_ends_are_split_there(mixed_vm: VM, home: Path) -> None:
@@ -452,7 +581,7 @@ def test_export_then_verify_without_vigil(mixed_vm: VM, home: Path, tmp_path: Pa
         assert res.returncode == 0
     assert (out / "report.csv").read_text().splitlines()[
         0
-    ] == "period,account,user,gpu_hours,gpu_energy_kwh,jobs"
+    ] == "period,account,user,gpu_hours,gpu_energy_kwh,jobs,partition,active_gpu_hours"
     # the PDF as stock tools read it: sound, and with the JSON's figures
     check = subprocess.run(["qpdf", "--check", "report.pdf"], cwd=out, capture_output=True, text=True)
     assert check.returncode == 0, check.stdout
@@ -470,19 +599,21 @@ def replay(vmalert: Path, vm: VM, tmp_path: Path, start: str, end: str) -> None:
     """The shipped accounting group, replayed by vmalert in dependency order (vmalert 1.79 does not see
     a chained rule's fresh output within one replay, so each layer is its own run, flushed between)."""
     group = next(g for g in yaml.safe_load(RULES.read_text())["groups"] if g["name"] == "vigil_accounting")
+    chained = (
+        "job:gpu_hours:sum1h",
+        "cluster:gpu_hours:sum1h",
+        "cluster:gpu_unallocated_hours:sum1h",
+        "account_user:gpu_active_hours:sum1h",
+    )
+    first = ("account_user:gpus_active:count",)  # from the raw series, though named per account
+
+    def aggregate(name: str) -> bool:
+        return name.startswith(("account:", "account_user:")) and name not in chained + first
+
     layers = [
-        [
-            r
-            for r in group["rules"]
-            if r["record"]
-            in (
-                "job:gpus_allocated:count",
-                "cluster:gpu_energy_joules:increase1h",
-                "job:gpu_energy_joules:increase1h",
-            )
-        ],
-        [r for r in group["rules"] if r["record"] == "job:gpu_hours:sum1h"],
-        [r for r in group["rules"] if r["record"].startswith(("account:", "account_user:"))],
+        [r for r in group["rules"] if r["record"] not in chained and not aggregate(r["record"])],
+        [r for r in group["rules"] if r["record"] in chained],
+        [r for r in group["rules"] if aggregate(r["record"])],
     ]
     assert sum(len(layer) for layer in layers) == len(group["rules"])
     for n, rules in enumerate(layers):
@@ -524,6 +655,32 @@ def test_the_shipped_rules_replayed_by_vmalert_give_the_same_figures(
         assert doc["source"]["recorded_hours"] >= 5
         day = (ts("2025-10-05T00:00:00"), ts("2025-10-06T00:00:00"))
         assert_close(rows(doc), expected(*day), 0.02)
+        assert_breakdown(doc, expected_breakdown(*day), 0.02)
+    finally:
+        vm.stop()
+
+
+def test_replayed_rules_count_the_idle_half_of_a_job_allocated_not_active(
+    components: Path, vm_binary: Path, tmp_path: Path, home: Path
+) -> None:
+    """Job 102 (physics, partition gpu-long, an H100) holds its GPU for 6 hours and keeps it busy for 3:
+    the shipped rules, replayed by the real vmalert, record 6 GPU-hours and 3 active, in its partition
+    and on its model, as the raw path reads them."""
+    vmalert = components / "victoria-metrics" / "bin" / "vmalert"
+    if not vmalert.is_file():
+        pytest.skip("this bundle's victoria-metrics has no vmalert")
+    vm = VM(vm_binary, tmp_path / "idle-replayed")
+    try:
+        vm.load(raw_lines())
+        day = ("--from", "2025-10-20", "--to", "2025-10-20", "--vm", vm.url)
+        raw, _ = report(home, "usage", *day)
+        replay(vmalert, vm, tmp_path, "2025-10-19T23:00:00Z", "2025-10-20T07:00:00Z")
+        doc, _ = report(home, "usage", *day)
+        assert doc["source"]["recorded_hours"] >= 7, doc["source"]
+        want = expected_breakdown(ts("2025-10-20T00:00:00"), ts("2025-10-21T00:00:00"))
+        assert want["partitions"] == {("physics", "gpu-long"): [6.0, 3.0, 6 * BUSY_W / 1000, 1]}
+        for got in (raw, doc):
+            assert_breakdown(got, want, 0.02)
     finally:
         vm.stop()
 
@@ -682,6 +839,151 @@ def test_live_vmalert_records_each_hour_over_exactly_the_hour_before_its_timesta
         if proc is not None:
             proc.terminate()
             proc.wait(timeout=20)
+        vm.stop()
+
+
+# --- MIG instances and shared GPUs ------------------------------------------------------------------------
+
+#: 2025-10-08, gpu05 (A100s, no DCGM_FI_DEV_GPU_TEMP in its counters file), 30 s scrapes, 09:00-13:00:
+#: GPU 0 in MIG mode, 3g.40gb GI 1 runs job 501 (alice, physics), 3g.40gb GI 2 job 502 (bob,
+#: chemistry), 1g.10gb GI 7 idle; GPU 1 in MIG mode, job 503 (carol, chemistry) on both its 3g.40gb
+#: instances; GPU 2 whole, shared by jobs 504 and 505 (dave, erin, physics: Slurm sharding). The jobs
+#: run 10:00-12:00; a GPU draws 350 W while any of its instances has a job, 60 W otherwise, and
+#: dcgm-exporter repeats the whole GPU's counter on every instance and every job's series.
+MIG_START, MIG_END = ts("2025-10-08T09:00:00"), ts("2025-10-08T13:00:00")
+MIG_BUSY = (ts("2025-10-08T10:00:00"), ts("2025-10-08T12:00:00"))
+#: (gpu, profile or "", GPU instance id or "", jobs): one entity each
+MIG_ENTITIES = (
+    (0, "3g.40gb", "1", ("501",)),
+    (0, "3g.40gb", "2", ("502",)),
+    (0, "1g.10gb", "7", ()),
+    (1, "3g.40gb", "1", ("503",)),
+    (1, "3g.40gb", "2", ("503",)),
+    (2, "", "", ("504", "505")),
+)
+MIG_JOBS = {
+    "501": ("physics", "alice"),
+    "502": ("chemistry", "bob"),
+    "503": ("chemistry", "carol"),
+    "504": ("physics", "dave"),
+    "505": ("physics", "erin"),
+}
+
+
+def mig_lines() -> Iterator[dict[str, Any]]:
+    times = list(range(MIG_START, MIG_END, STEP))
+    busy = [MIG_BUSY[0] <= t < MIG_BUSY[1] for t in times]
+    energy: dict[int, list[float]] = {}
+    for gpu in (0, 1, 2):
+        mj, out = 4e9 + gpu * 1e8, []
+        for b in busy:
+            out.append(mj)
+            mj += (BUSY_W if b else IDLE_W) * STEP * 1000
+        energy[gpu] = out
+    for gpu, profile, gi, jobs in MIG_ENTITIES:
+        labels = {"gpu": str(gpu), "instance": "gpu05:9400", "modelName": "NVIDIA A100-SXM4-40GB"}
+        if profile:
+            labels |= {"GPU_I_PROFILE": profile, "GPU_I_ID": gi}
+        runs = [(job, [i for i, b in enumerate(busy) if b]) for job in jobs]
+        runs.append(("", [i for i, b in enumerate(busy) if not (b and jobs)]))
+        for job, idx in runs:
+            tagged = labels | ({"hpc_job": job} if job else {})
+            stamps = [times[i] * 1000 for i in idx]
+            yield {
+                "metric": {"__name__": "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", **tagged},
+                "values": [energy[gpu][i] for i in idx],
+                "timestamps": stamps,
+            }
+            yield {
+                "metric": {"__name__": "DCGM_FI_DEV_POWER_USAGE", **tagged},
+                "values": [BUSY_W if busy[i] and jobs else IDLE_W for i in idx],
+                "timestamps": stamps,
+            }
+    for job, (account, user) in MIG_JOBS.items():
+        stamps = [t * 1000 for t, b in zip(times, busy, strict=True) if b]
+        yield {
+            "metric": {
+                "__name__": "slurm_job_info",
+                "hpc_job": job,
+                "user": user,
+                "account": account,
+                "instance": "gpu05:9400",
+            },
+            "values": [1] * len(stamps),
+            "timestamps": stamps,
+        }
+
+
+#: (account, user) -> (GPU-hours, kWh, jobs): a 3g slice is 3/7 of its GPU's 2 busy hours and 0.7 kWh
+MIG_EXPECTED = {
+    ("physics", "alice"): (2 * 3 / 7, 0.7 * 3 / 7, 1),
+    ("chemistry", "bob"): (2 * 3 / 7, 0.7 * 3 / 7, 1),
+    ("chemistry", "carol"): (2 * 6 / 7, 0.7 * 6 / 7, 1),
+    ("physics", "dave"): (1.0, 0.35, 1),
+    ("physics", "erin"): (1.0, 0.35, 1),
+}
+
+
+@pytest.fixture(scope="module")
+def mig_vm(vm_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VM]:
+    vm = VM(vm_binary, tmp_path_factory.mktemp("vm") / "mig")
+    try:
+        vm.load(mig_lines())
+        yield vm
+    finally:
+        vm.stop()
+
+
+def test_mig_slices_and_shared_gpus_are_charged_their_share_and_add_up(mig_vm: VM, home: Path) -> None:
+    doc, _ = report(home, "usage", "--from", "2025-10-08", "--to", "2025-10-08", "--vm", mig_vm.url)
+    # GPU-hours without DCGM_FI_DEV_GPU_TEMP: from the fields that are there
+    assert_close(rows(doc), MIG_EXPECTED, 0.02)
+    c = doc["cluster"]
+    # the GPUs' counters: 3 GPUs, 2 h at 350 W and 2 h at 60 W each (the first 30 s have no base)
+    assert c["measured_gpu_energy_kwh"] == pytest.approx(3 * (0.7 + 0.12), rel=0.01)
+    assert c["charged_gpu_energy_kwh"] == doc["totals"]["gpu_energy_kwh"]
+    assert doc["totals"]["gpu_energy_kwh"] == pytest.approx(0.7 * (6 / 7 + 6 / 7 + 1), rel=0.02)
+    # no one's: each GPU's idle hours, GPU 0's idle 1g slice and GPU 1's unconfigured seventh
+    assert c["unallocated_gpu_energy_kwh"] == pytest.approx(3 * 0.12 + 2 * 0.1, rel=0.05)
+    assert c["measured_gpu_hours"] == pytest.approx(12.0, rel=0.01)
+    assert c["unallocated_gpu_hours"] == pytest.approx(12.0 - 2 * (6 / 7 + 6 / 7 + 1), rel=0.02)
+    assert c["conservation"]["holds"] is True, c
+    for kind in ("gpu_energy_kwh", "gpu_hours"):
+        assert c[f"charged_{kind}"] + c[f"unallocated_{kind}"] == pytest.approx(
+            c[f"measured_{kind}"], rel=0.005
+        )
+    # an account's report still checks the whole cluster (the other accounts' charges included)
+    one, _ = report(
+        home,
+        "usage",
+        "--from",
+        "2025-10-08",
+        "--to",
+        "2025-10-08",
+        "--account",
+        "physics",
+        "--vm",
+        mig_vm.url,
+    )
+    assert one["cluster"] == c and one["totals"]["gpu_energy_kwh"] < c["charged_gpu_energy_kwh"]
+
+
+def test_recorded_mig_hours_give_the_raw_figures(
+    components: Path, vm_binary: Path, tmp_path: Path, home: Path
+) -> None:
+    """The shipped rules, replayed by the real vmalert over the MIG data, record what the raw path reads."""
+    vmalert = components / "victoria-metrics" / "bin" / "vmalert"
+    if not vmalert.is_file():
+        pytest.skip("this bundle's victoria-metrics has no vmalert")
+    vm = VM(vm_binary, tmp_path / "mig-replayed")
+    try:
+        vm.load(mig_lines())
+        replay(vmalert, vm, tmp_path, "2025-10-08T09:00:00Z", "2025-10-08T13:00:00Z")
+        doc, _ = report(home, "usage", "--from", "2025-10-08", "--to", "2025-10-08", "--vm", vm.url)
+        assert doc["source"]["recorded_hours"] >= 3, doc["source"]
+        assert_close(rows(doc), MIG_EXPECTED, 0.02)
+        assert doc["cluster"]["conservation"]["holds"] is True, doc["cluster"]
+    finally:
         vm.stop()
 
 

@@ -110,3 +110,13 @@ def test_a_bomb_in_the_allocations_file_is_refused_by_report_usage(tmp_path: Pat
     )
     assert one_fail_line(res) == f"FAIL: {alloc}: {REFUSED}"
     assert took < SECONDS
+
+
+def test_a_bomb_in_the_billing_file_is_refused_by_report_usage(tmp_path: Path) -> None:
+    billing = tmp_path / "billing.yaml"
+    billing.write_text(f"partitions:\n  gpu: {nested_bomb()}\n")  # a weight is wanted: it is shown
+    res, took = vigil_bounded(
+        tmp_path / "home", "report", "usage", "--period", "2025-10", "--billing", str(billing)
+    )
+    assert one_fail_line(res) == f"FAIL: {billing}: {REFUSED}"
+    assert took < SECONDS

@@ -68,7 +68,7 @@ def test_numbers_are_rounded_to_fixed_decimals(tmp_path: Path) -> None:
     chem = doc["accounts"][0]
     assert chem["account"] == "chemistry" and chem["gpu_hours"] == 13.0 and chem["gpu_energy_kwh"] == 4.55
     assert b'"gpu_hours":13.0,' in canonical_json(doc)
-    assert doc["totals"] == {"gpu_hours": 21.0, "gpu_energy_kwh": 7.35, "jobs": 3}
+    assert doc["totals"] == {"gpu_hours": 21.0, "active_gpu_hours": 0.0, "gpu_energy_kwh": 7.35, "jobs": 3}
 
 
 def test_no_generation_time_inside_the_signed_json(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import socket
 from pathlib import Path
 from typing import Any
@@ -156,3 +157,206 @@ def test_verify_of_a_missing_or_unsigned_file(
     pub.write_text("untrusted comment: x\nRWQ=\n")
     assert main(["report", "verify", str(f), "--pub", str(pub)]) == 1
     assert capsys.readouterr().err.startswith(f"FAIL: {pub}")
+
+
+def test_charges_that_do_not_add_up_to_the_gpus_are_said_in_the_report() -> None:
+    """Charged + unallocated must equal measured within 0.5 %: a report where the accounts were
+    charged more than the GPUs used says so (the CLI prints it as a WARN line) rather than hiding it."""
+    from vigil.installer.reports import Usage, imbalance
+
+    usage = Usage(parse_period("2025-10"))
+    usage.joules[("physics", "alice")] = 7.2e6
+    usage.gpu_hours[("physics", "alice")] = 2.0
+    usage.charged_joules, usage.unallocated_joules, usage.cluster_joules = 7.2e6, 0.0, 3.6e6
+    usage.charged_gpu_hours, usage.unallocated_gpu_hours, usage.cluster_gpu_hours = 2.0, 0.0, 2.0
+    doc = usage_document(usage, vm_url="u")
+    c = doc["cluster"]
+    assert c["conservation"] == {
+        "tolerance": 0.005,
+        "gpu_energy_off": 1.0,
+        "gpu_hours_off": 0.0,
+        "holds": False,
+    }
+    assert imbalance(doc) == (
+        "GPU energy: charged 2.0 + unallocated 0.0 vs measured 1.0 kWh (+100.00 %); "
+        "GPU-hours: charged 2.0 + unallocated 0.0 vs measured 2.0 GPU-hours (+0.00 %)"
+    )
+    # within 0.5 %: holds, nothing to say
+    usage.cluster_joules = 7.2e6 * 1.004
+    assert imbalance(usage_document(usage, vm_url="u")) is None
+
+
+def test_each_account_is_broken_down_by_partition_and_the_report_by_gpu_model() -> None:
+    """Per (account, partition): GPU-hours, active GPU-hours, energy and jobs; per GPU model the same
+    across the accounts; each adding up to the account's and the report's totals."""
+    from vigil.installer.reports import Usage
+    from vigil.installer.reports.render import usage_csv
+
+    usage = Usage(parse_period("2025-10"))
+    h100, a100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"
+    for cell, hours, active, joules in (
+        (("physics", "alice", "gpu", h100), 10.0, 4.0, 3.6e7),
+        (("physics", "alice", "gpu-a100", a100), 3.0, 3.0, 7.2e6),
+        (("physics", "bob", "gpu", h100), 2.0, 0.0, 3.6e6),
+        (("chemistry", "carol", "gpu-a100", a100), 6.0, 1.5, 1.08e7),
+    ):
+        usage.gpu_hours[cell[:2]] += hours
+        usage.joules[cell[:2]] += joules
+        usage.active_hours[cell[:2]] += active
+        usage.cell_hours[cell] += hours
+        usage.cell_active_hours[cell] += active
+        usage.cell_joules[cell] += joules
+    for acct, user, part, job in (
+        ("physics", "alice", "gpu", "1"),
+        ("physics", "alice", "gpu-a100", "2"),
+        ("physics", "bob", "gpu", "3"),
+        ("chemistry", "carol", "gpu-a100", "4"),
+    ):
+        usage.jobs[(acct, user)].add(job)
+        usage.partition_jobs[(acct, part)].add(job)
+    doc = usage_document(usage, vm_url="u")
+    physics = next(a for a in doc["accounts"] if a["account"] == "physics")
+    assert (physics["gpu_hours"], physics["active_gpu_hours"]) == (15.0, 7.0)
+    assert physics["partitions"] == [
+        {"partition": "gpu", "gpu_hours": 12.0, "active_gpu_hours": 4.0, "gpu_energy_kwh": 11.0, "jobs": 2},
+        {
+            "partition": "gpu-a100",
+            "gpu_hours": 3.0,
+            "active_gpu_hours": 3.0,
+            "gpu_energy_kwh": 2.0,
+            "jobs": 1,
+        },
+    ]
+    assert doc["gpu_models"] == [
+        {"model": a100, "gpu_hours": 9.0, "active_gpu_hours": 4.5, "gpu_energy_kwh": 5.0},
+        {"model": h100, "gpu_hours": 12.0, "active_gpu_hours": 4.0, "gpu_energy_kwh": 11.0},
+    ]
+    assert doc["totals"]["active_gpu_hours"] == 8.5 and doc["totals"]["gpu_hours"] == 21.0
+    assert doc["active"] == {
+        "field": "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "fallback_field": "DCGM_FI_DEV_GPU_UTIL",
+        "threshold": 0.1,
+    }
+    # one account's report: the models of its own charges only
+    only = usage_document(usage, vm_url="u", account="chemistry")
+    assert only["gpu_models"] == [
+        {"model": a100, "gpu_hours": 6.0, "active_gpu_hours": 1.5, "gpu_energy_kwh": 3.0}
+    ]
+    lines = usage_csv(doc).decode().splitlines()
+    assert lines[0] == "period,account,user,gpu_hours,gpu_energy_kwh,jobs,partition,active_gpu_hours"
+    assert "2025-10,physics,,3.0,2.0,1,gpu-a100,3.0" in lines
+    assert lines[lines.index("") + 1] == "period,gpu_model,gpu_hours,active_gpu_hours,gpu_energy_kwh"
+    assert f"2025-10,{h100},12.0,4.0,11.0" in lines
+    # a partition or model named like a formula is text to a spreadsheet
+    usage.cell_hours[("physics", "alice", "=HYPERLINK(1)", "@SUM(1)")] = 1.0
+    lines = usage_csv(usage_document(usage, vm_url="u")).decode().splitlines()
+    assert "2025-10,physics,,1.0,0.0,0,'=HYPERLINK(1),0.0" in lines
+    assert "2025-10,'@SUM(1),1.0,0.0,0.0" in lines
+
+
+def test_the_queries_break_down_by_partition_and_model_on_both_paths() -> None:
+    """Both sources are asked for the same labels, so recorded and raw hours add up cell by cell."""
+    from vigil.installer.reports.usage import raw_queries, recorded_queries
+
+    for queries in (recorded_queries(7200, ""), raw_queries(7200, "")):
+        for name in ("gpu_hours", "joules", "active_hours"):
+            assert queries[name].startswith("sum by (account, user, partition, modelName) ("), name
+        assert queries["jobs"].startswith("group by (account, user, partition, hpc_job) (")
+
+
+def breakdown_usage() -> Any:
+    from vigil.installer.reports import Usage
+
+    usage = Usage(parse_period("2025-10"))
+    for cell, hours in (
+        (("physics", "alice", "gpu", "H100"), 10.0),
+        (("physics", "alice", "gpu-a100", "A100"), 3.0),
+        (("physics", "bob", "debug", "H100"), 2.0),
+        (("chemistry", "carol", "gpu-a100", "A100"), 6.0),
+    ):
+        usage.gpu_hours[cell[:2]] += hours
+        usage.cell_hours[cell] += hours
+        usage.partition_jobs[(cell[0], cell[2])].add(cell[1])
+    return usage
+
+
+def test_billing_weights_give_billed_gpu_hours_per_account_and_partition(tmp_path: Path) -> None:
+    from vigil.installer.reports import load_billing
+    from vigil.installer.reports.render import usage_csv
+
+    billing = tmp_path / "billing.yaml"
+    billing.write_text("partitions:\n  gpu: 1.0\n  gpu-a100: 2.5\ndefault: 0.5\n")
+    weights = load_billing(billing)
+    doc = usage_document(breakdown_usage(), vm_url="u", billing=weights)
+    rows = {a["account"]: a for a in doc["accounts"]}
+    # physics: 10 x 1.0 + 3 x 2.5 + 2 (debug, not named: the default) x 0.5
+    assert rows["physics"]["billed_gpu_hours"] == 18.5 and rows["chemistry"]["billed_gpu_hours"] == 15.0
+    parts = {
+        p["partition"]: (p["billing_weight"], p["billed_gpu_hours"]) for p in rows["physics"]["partitions"]
+    }
+    assert parts == {"debug": (0.5, 1.0), "gpu": (1.0, 10.0), "gpu-a100": (2.5, 7.5)}
+    assert doc["totals"]["billed_gpu_hours"] == 33.5
+    assert doc["billing"] == {
+        "sha256": hashlib.sha256(billing.read_bytes()).hexdigest(),
+        "default_weight": 0.5,
+    }
+    lines = usage_csv(doc).decode().splitlines()
+    assert lines[0].endswith(",partition,active_gpu_hours,billing_weight,billed_gpu_hours")
+    assert "2025-10,physics,,3.0,0.0,1,gpu-a100,0.0,2.5,7.5" in lines
+    # without a default, a partition not named bills at 1.0; without --billing, no billing keys at all
+    billing.write_text("partitions: {gpu-a100: 2}\n")
+    doc = usage_document(breakdown_usage(), vm_url="u", billing=load_billing(billing))
+    assert next(a for a in doc["accounts"] if a["account"] == "physics")["billed_gpu_hours"] == 18.0
+    plain = usage_document(breakdown_usage(), vm_url="u")
+    assert "billing" not in plain and "billed_gpu_hours" not in plain["totals"]
+    assert all("billed_gpu_hours" not in a for a in plain["accounts"])
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "reason"),
+    [
+        (
+            "partitions: {gpu: 1}\nweights: {gpu: 2}\n",
+            "'weights'",
+            "unknown key (known: partitions, default)",
+        ),
+        ("partitions: {gpu: -1}\n", "partitions.gpu", "must be a weight from 0 to 1e6, not -1"),
+        ("partitions: {gpu: .nan}\n", "partitions.gpu", "must be a number, not NaN"),
+        ("partitions: {gpu: .inf}\n", "partitions.gpu", "must be a weight from 0 to 1e6, not inf"),
+        ("partitions: {gpu: 1.0e+300}\n", "partitions.gpu", "must be a weight from 0 to 1e6, not 1e+300"),
+        ("partitions: {gpu: 1000001}\n", "partitions.gpu", "must be a weight from 0 to 1e6, not 1000001"),
+        ("partitions: {gpu: true}\n", "partitions.gpu", "must be a number (a weight, 0 to 1e6), not True"),
+        ("partitions: {gpu: '2'}\n", "partitions.gpu", "must be a number (a weight, 0 to 1e6), not '2'"),
+        ("partitions: {gpu: 1}\ndefault: -0.5\n", "default", "must be a weight from 0 to 1e6, not -0.5"),
+        ("partitions: {1: 1}\n", "partitions.1", "partition names are text of 1 to 256 characters"),
+        (f"partitions: {{{'p' * 300}: 1}}\n", "partitions.'" + "p" * 37 + "..." + "p" * 16 + "...", None),
+        ("partitions: [gpu]\n", "", "must be a mapping with `partitions:` (partition: billing weight)"),
+        ("gpu: 1\n", "", "must be a mapping with `partitions:` (partition: billing weight)"),
+    ],
+)
+def test_a_hostile_billing_file_is_refused_naming_the_key(
+    tmp_path: Path, text: str, where: str, reason: str | None
+) -> None:
+    from vigil.installer.reports import load_billing
+
+    billing = tmp_path / "billing.yaml"
+    billing.write_text(text)
+    with pytest.raises(ReportInputError) as exc:
+        load_billing(billing)
+    # one line naming the file and the key (a long name shown cut), never the whole value
+    assert exc.value.obj == (f"{billing}: {where}" if where else str(billing))
+    assert exc.value.reason == (reason or "partition names are text of 1 to 256 characters")
+
+
+def test_a_billing_file_of_aliases_or_bytes_too_many_is_refused(tmp_path: Path) -> None:
+    from vigil.installer.reports import load_billing
+
+    billing = tmp_path / "billing.yaml"
+    lines = ["a0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"]
+    lines += [f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}]" for i in range(1, 12)]
+    billing.write_text("\n".join(lines) + "\npartitions: {gpu: *a11}\n")
+    with pytest.raises(ReportInputError, match="aliases .* expand it by more than 10000 values; refused"):
+        load_billing(billing)
+    billing.write_text("partitions:\n" + "  p: 1\n" * 300_000)
+    with pytest.raises(ReportInputError, match="bytes"):
+        load_billing(billing)
