@@ -100,10 +100,15 @@ def fraction() -> str:
     return f"(({mig}) / on (instance, gpu) group_left () ({slices})) or ({whole})"
 
 
-def share(matcher: str) -> str:
+def share(matcher: str, window: str | None = None) -> str:
     """Each job's share of a GPU now, per entity and job, joined to its account and partition: the
-    entity's fraction split equally between the jobs on it. It keeps the GPU's ``modelName``."""
-    jobs = f"group by ({ENTITY}, hpc_job, modelName) ({PRESENT_JOB})"
+    entity's fraction split equally between the jobs on it. It keeps the GPU's ``modelName``.
+
+    ``window``: a job counts when its energy series had a sample in that window, not only now: a
+    job's last minute is charged the energy its own series counted up to its end (its series is
+    gone at the minute's end, and an instant share would leave that energy to no one)."""
+    held = f"last_over_time({ENERGY}{JOB}[{window}])" if window else PRESENT_JOB
+    jobs = f"group by ({ENTITY}, hpc_job, modelName) ({held})"
     return (
         f"{jobs} * on ({ENTITY}) group_left () (({fraction()}) / count by ({ENTITY}) ({jobs}))"
         f" * on (instance, hpc_job) group_left ({WHO}) {_info('1h', matcher)}"
@@ -141,7 +146,7 @@ def active_gpus(matcher: str) -> str:
 def _job_series_energy(by: str, matcher: str) -> str:
     return (
         f"sum by ({by}) (increase({ENERGY}{JOB}[1m]) / 1000"
-        f" * on ({ENTITY}, hpc_job) group_left ({WHO}) ({share(matcher)}))"
+        f" * on ({ENTITY}, hpc_job) group_left ({WHO}) ({share(matcher, '1m')}))"
     )
 
 
