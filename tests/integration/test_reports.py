@@ -21,12 +21,14 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -336,7 +338,7 @@ def free_port() -> int:
 
 
 class VM:
-    def __init__(self, binary: Path, data: Path) -> None:
+    def __init__(self, binary: Path, data: Path, *extra: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = data.with_suffix(".log")
@@ -348,6 +350,7 @@ class VM:
                 "-retentionPeriod=100y",
                 "-search.disableCache",
                 "-loggerLevel=ERROR",
+                *extra,
             ],
             stdout=open(self.log, "wb"),  # noqa: SIM115 - closed with the process
             stderr=subprocess.STDOUT,
@@ -984,6 +987,89 @@ def test_recorded_mig_hours_give_the_raw_figures(
         assert_close(rows(doc), MIG_EXPECTED, 0.02)
         assert doc["cluster"]["conservation"]["holds"] is True, doc["cluster"]
     finally:
+        vm.stop()
+
+
+# --- scraped, not imported: a job's series ends mid-minute ----------------------------------------------
+
+
+class _Exporter(BaseHTTPRequestHandler):
+    """One whole GPU as dcgm-exporter shows it: its counter at 350 W; while the job runs, the same
+    series carries ``hpc_job`` (so the unlabelled series goes stale and a new one starts), and
+    slurm_job_info says whose job it is."""
+
+    t0 = 0.0
+    job = (0.0, 0.0)
+
+    def do_GET(self) -> None:  # noqa: N802 - the handler's name
+        now = time.time()
+        gpu = 'gpu="0",UUID="GPU-0",modelName="NVIDIA H100 80GB HBM3"'
+        running = self.job[0] <= now < self.job[1]
+        labels = gpu + (',hpc_job="9001"' if running else "")
+        lines = [
+            f"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{{labels}}} {5e9 + (now - self.t0) * BUSY_W * 1000:.0f}",
+            f"DCGM_FI_DEV_POWER_USAGE{{{labels}}} {BUSY_W}",
+        ]
+        if running:
+            lines.append('slurm_job_info{hpc_job="9001",user="alice",account="physics",partition="gpu"} 1')
+        body = ("\n".join(lines) + "\n").encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_scraped_job_ending_mid_minute_is_charged_its_last_minute(vm_binary: Path, tmp_path: Path) -> None:
+    """Imported data has no staleness: when VictoriaMetrics scrapes, a job's series is gone (a
+    staleness mark) within seconds of the job's end, so a share read at the minute's end left the
+    energy the job's series counted in its last minute to no one (all of it for this job, which
+    runs within one minute). The job must be charged all its series counted, and charged +
+    unallocated must still be what the GPU's counter measured."""
+    from vigil.installer.reports import usage
+    from vigil.installer.reports.period import Period
+    from vigil.installer.reports.vm import VictoriaMetrics
+
+    now = time.time()
+    # the job starts after the GPU's first minute (the measured figure reads each minute from the
+    # sample before it, which the GPU's very first minute has not got) and ends mid-minute
+    first = (now // 60 + 1) * 60
+    _Exporter.t0, _Exporter.job = now, (first + 3, first + 40)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Exporter)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    config = tmp_path / "scrape.yml"
+    config.write_text(
+        "scrape_configs:\n- job_name: dcgm\n  scrape_interval: 2s\n  static_configs:\n"
+        f"  - targets: ['127.0.0.1:{server.server_address[1]}']\n    labels: {{instance: 'gpu01:9400'}}\n"
+    )
+    vm = VM(vm_binary, tmp_path / "scraped", f"-promscrape.config={config}", "-search.latencyOffset=1s")
+    try:
+        end = int(first) + 60  # the end of the minute the job ended in
+        time.sleep(max(0.0, end + 4 - time.time()))
+        http(f"{vm.url}/internal/force_flush", timeout=60)
+        start = int(now // 60) * 60
+        got = usage.collect(
+            VictoriaMetrics(vm.url), Period("scraped", start, end, complete=False), jobs=False
+        )
+        client = VictoriaMetrics(vm.url)
+        sel = 'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{hpc_job="9001"}'
+        w = f"{end - start}s"
+        counted = sum(
+            v for _, v in client.query(f"max_over_time({sel}[{w}]) - min_over_time({sel}[{w}])", end)
+        )
+        assert counted / 1000 > BUSY_W * 30, f"the job's series counted only {counted / 1000:.0f} J"
+        charged = got.joules[("physics", "alice")]
+        assert charged == pytest.approx(counted / 1000, rel=0.01), (charged, counted / 1000)
+        assert got.charged_joules == pytest.approx(charged, rel=1e-9)
+        assert got.charged_joules + got.unallocated_joules == pytest.approx(got.cluster_joules, rel=0.005)
+        # the GPU's counter from the first minute with a sample before it to the end
+        assert got.cluster_joules == pytest.approx(BUSY_W * (end - first), rel=0.05)
+        assert got.unallocated_joules == pytest.approx(BUSY_W * (end - first) - charged, rel=0.1)
+    finally:
+        server.shutdown()
         vm.stop()
 
 
