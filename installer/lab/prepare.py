@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import uuid
 from pathlib import Path
 
@@ -50,7 +51,13 @@ def prepare_host(
     _files.write(root / "root/.ssh/authorized_keys", admin_pubkey.strip() + "\n", mode=0o600)
     _files.write(root / "etc/ssh/ssh_host_ed25519_key", host_key.read_bytes(), mode=0o600)
     _files.write(root / "etc/ssh/ssh_host_ed25519_key.pub", Path(f"{host_key}.pub").read_bytes())
-    # 4. Slurm and munge where the host runs them, masked elsewhere
+    # 4. Slurm and munge where the host runs them, masked elsewhere; Slurm's accounting
+    #    (slurmdbd and its MariaDB) on the controller only
+    #    (MariaDB's socket unit would listen on port 3306 of every host: masked everywhere)
+    _files.mask_unit(root, "mariadb.socket")
+    if not host.slurm_controller:
+        for unit in ("mariadb.service", "slurmdbd.service"):
+            _files.mask_unit(root, unit)
     if not host.slurm:
         for unit in ("munge.service", "slurmctld.service", "slurmd.service"):
             _files.mask_unit(root, unit)
@@ -60,6 +67,7 @@ def prepare_host(
     _files.write(root / "etc/slurm/gres.conf", slurm.gres_conf())
     _files.enable_unit(root, "munge.service", "multi-user.target")
     if host.slurm_controller:
+        _accounting(root, host)
         _files.enable_unit(root, "slurmctld.service", "multi-user.target")
         _files.mask_unit(root, "slurmd.service")
     if host.gpu_node:
@@ -70,3 +78,22 @@ def prepare_host(
         _files.enable_unit(root, slurm.GPU_UNIT, "multi-user.target")
         _files.enable_unit(root, "slurmd.service", "multi-user.target")
         _files.mask_unit(root, "slurmctld.service")
+
+
+def _accounting(root: Path, host: Host) -> None:
+    """slurmdbd on MariaDB, with a password made for this lab (it never leaves the controller)."""
+    password = secrets.token_hex(16)
+    _files.write(root / slurm.DB_SQL, slurm.db_sql(password), mode=0o600)
+    _files.write(root / "etc/mysql/mariadb.conf.d/60-vigil-lab.cnf", slurm.mariadb_cnf())
+    _files.write(
+        root / "etc/slurm/slurmdbd.conf",
+        slurm.slurmdbd_conf(host, password),
+        mode=0o600,
+        owner=_files.ids(root, "slurm"),
+    )
+    units = root / "etc/systemd/system"
+    _files.write(units / slurm.DB_UNIT, slurm.db_unit())
+    _files.write(units / "slurmdbd.service.d/10-vigil-lab-db.conf", slurm.slurmdbd_dropin())
+    _files.write(units / "slurmctld.service.d/10-vigil-lab-dbd.conf", slurm.slurmctld_dropin())
+    for unit in ("mariadb.service", slurm.DB_UNIT, "slurmdbd.service"):
+        _files.enable_unit(root, unit, "multi-user.target")

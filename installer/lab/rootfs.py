@@ -28,11 +28,13 @@ SUITE = "bookworm"
 PACKAGES: tuple[str, ...] = (
     "dbus",
     "iproute2",
+    "mariadb-server",
     "munge",
     "openssh-server",
     "procps",
     "python3",
     "slurm-wlm",
+    "slurmdbd",
     "systemd",
     "systemd-sysv",
 )

@@ -1,9 +1,10 @@
 """The lab's Slurm cluster: controller on ctl01, slurmd with simulated GPUs on the GPU nodes.
 
 A real site already runs Slurm; vigil wires into it. The lab therefore sets Slurm up itself, the way
-a site would, and the roles only add to it. Accounting is off (no slurmdbd): Slurm 22.05 still takes
-`--account` and records it in the job (`SLURM_JOB_ACCOUNT`), which is what the job map and the
-reports need.
+a site would, and the roles only add to it. Slurm's own accounting runs on ctl01 as at most sites:
+slurmdbd on Debian's MariaDB, GPUs counted (``AccountingStorageTRES=gres/gpu``), so that the usage
+report's metered GPU-hours can be reconciled with the scheduler's (``sacct``). Associations are not
+enforced: ``--account`` takes any name, as the job map and the reports' tests need.
 """
 
 from __future__ import annotations
@@ -15,6 +16,10 @@ PARTITION = "gpu"
 #: CPUs each GPU node offers to Slurm (SlurmdParameters=config_overrides lets a small machine host it)
 CPUS_PER_NODE = 8
 GPU_UNIT = "vigil-lab-gpus.service"
+#: the oneshot on ctl01 that gives slurmdbd its MariaDB user before slurmdbd starts
+DB_UNIT = "vigil-lab-slurmdb.service"
+DB_SQL = "etc/vigil-lab/slurmdb.sql"
+DB_NAME = "slurm_acct_db"
 
 
 def slurm_conf(hosts: tuple[Host, ...] = HOSTS) -> str:
@@ -32,7 +37,9 @@ def slurm_conf(hosts: tuple[Host, ...] = HOSTS) -> str:
         "ProctrackType=proctrack/linuxproc",
         "TaskPlugin=task/none",
         "JobAcctGatherType=jobacct_gather/none",
-        "AccountingStorageType=accounting_storage/none",
+        "AccountingStorageType=accounting_storage/slurmdbd",
+        f"AccountingStorageHost={ctl.name}",
+        "AccountingStorageTRES=gres/gpu",
         "JobCompType=jobcomp/none",
         "SwitchType=switch/none",
         "SchedulerType=sched/backfill",
@@ -93,3 +100,82 @@ def gpu_unit() -> str:
 
 def slurmd_dropin() -> str:
     return f"[Unit]\nWants={GPU_UNIT}\nAfter={GPU_UNIT}\n"
+
+
+def slurmdbd_conf(controller: Host, password: str) -> str:
+    """slurmdbd on the controller, storing in the controller's MariaDB over its local socket."""
+    return "\n".join(
+        [
+            "# vigil lab: written by `vigil lab up`",
+            "AuthType=auth/munge",
+            f"DbdHost={controller.name}",
+            "SlurmUser=slurm",
+            "LogFile=/var/log/slurm/slurmdbd.log",
+            "PidFile=/run/slurmdbd.pid",
+            "StorageType=accounting_storage/mysql",
+            "StorageHost=localhost",
+            f"StorageLoc={DB_NAME}",
+            "StorageUser=slurm",
+            f"StoragePass={password}",
+            "",
+        ]
+    )
+
+
+def db_sql(password: str) -> str:
+    """MariaDB's user for slurmdbd, idempotent (the oneshot runs at every boot)."""
+    return (
+        f"CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '{password}';\n"
+        f"ALTER USER 'slurm'@'localhost' IDENTIFIED BY '{password}';\n"
+        f"GRANT ALL ON {DB_NAME}.* TO 'slurm'@'localhost';\n"
+    )
+
+
+def mariadb_cnf() -> str:
+    """A small MariaDB on the socket only: the lab's controller is a container beside others."""
+    return (
+        "# vigil lab: slurmdbd's store; the local socket only\n"
+        "[mariadbd]\n"
+        "skip-networking\n"
+        # what slurmdbd asks for (it warns below them); the pool fills only as the tables grow
+        "innodb_buffer_pool_size=128M\n"
+        "innodb_lock_wait_timeout=900\n"
+        "innodb_log_file_size=32M\n"
+        "performance_schema=OFF\n"
+    )
+
+
+def db_unit() -> str:
+    """Root (MariaDB's unix_socket login) creates slurmdbd's user once MariaDB is up; then
+    slurmdbd, then slurmctld, which registers the cluster."""
+    return (
+        "[Unit]\n"
+        "Description=vigil lab: slurmdbd's MariaDB user\n"
+        "Requires=mariadb.service\n"
+        "After=mariadb.service\n"
+        "Before=slurmdbd.service\n\n"
+        "[Service]\n"
+        "Type=oneshot\n"
+        "RemainAfterExit=yes\n"
+        f"ExecStart=/bin/sh -c 'exec /usr/bin/mariadb < /{DB_SQL}'\n\n"
+        "[Install]\n"
+        "WantedBy=multi-user.target\n"
+    )
+
+
+def slurmdbd_dropin() -> str:
+    return f"[Unit]\nWants={DB_UNIT}\nAfter={DB_UNIT}\n"
+
+
+def slurmctld_dropin() -> str:
+    """slurmctld once slurmdbd answers: started without it and without state files, slurmctld stops
+    ("we have no TRES from it"), and slurmdbd is "started" before it listens."""
+    # ($$ is systemd's way of writing one $)
+    wait = (
+        "for i in $$(seq 120); do (exec 3<>/dev/tcp/127.0.0.1/6819) 2>/dev/null && exit 0;"
+        " sleep 0.5; done; exit 1"
+    )
+    return (
+        "[Unit]\nWants=slurmdbd.service\nAfter=slurmdbd.service\n\n"
+        f"[Service]\nExecStartPre=/bin/bash -c '{wait}'\nRestart=on-failure\nRestartSec=2s\n"
+    )
