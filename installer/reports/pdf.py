@@ -387,10 +387,12 @@ def usage_pdf(doc: dict[str, Any], digest: str) -> Pdf:
     _period_lines(pdf, doc, digest)
     src = doc.get("source", {})
     account = (doc.get("filter") or {}).get("account")
+    tail = src.get("raw_partial_hour_s") or 0
     pdf.paragraph(
-        f"Read from {src.get('victoriametrics', '?')}: {number(src.get('recorded_hours'))} hours from the "
-        f"accounting recording rules, {number(src.get('raw_hours'))} from the raw series, "
-        f"{number(src.get('hours_without_data'))} without GPU data."
+        f"Read from {src.get('victoriametrics', '?')}: {number(src.get('recorded_hours'))} whole hours from "
+        f"the accounting recording rules, {number(src.get('raw_hours'))} from the raw series, "
+        f"{number(src.get('hours_without_data'))} without GPU data"
+        + (f"; and the hour in progress ({number(tail // 60)} min) from the raw series." if tail else ".")
         + (f" Only account {account}." if account else "")
     )
     totals = doc.get("totals", {})
@@ -404,6 +406,22 @@ def usage_pdf(doc: dict[str, Any], digest: str) -> Pdf:
             else ""
         )
     )
+    c = doc.get("cluster")
+    if c:
+        holds = c["conservation"]["holds"]
+        pdf.paragraph(
+            f"The GPUs measured {number(c['measured_gpu_energy_kwh'])} kWh: "
+            f"{number(c['charged_gpu_energy_kwh'])} charged to accounts and "
+            f"{number(c['unallocated_gpu_energy_kwh'])} unallocated (idle GPUs and MIG slices); "
+            f"{number(c['measured_gpu_hours'])} GPU-hours scraped: "
+            f"{number(c['charged_gpu_hours'])} charged and {number(c['unallocated_gpu_hours'])} unallocated. "
+            + (
+                f"Charged and unallocated add up to what was measured within "
+                f"{c['conservation']['tolerance'] * 100:g} %."
+                if holds
+                else "THESE FIGURES DO NOT ADD UP to what was measured (the JSON's cluster.conservation)."
+            )
+        )
     alloc = "allocations" in doc
     if alloc:
         columns = [
