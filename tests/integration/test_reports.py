@@ -1073,6 +1073,85 @@ def test_a_scraped_job_ending_mid_minute_is_charged_its_last_minute(vm_binary: P
         vm.stop()
 
 
+# --- what the meters say of each job, for the reconciliation with Slurm ----------------------------------
+
+#: 2025-10-10, 30 s scrapes 09:00-13:00, each job 10:00-11:00 on whole GPUs of its own node: gpu11 job 701
+#: on 2 GPUs, every scrape answered; gpu12 job 702 on 1 GPU, its GPU exporter down 10:20-10:40 (its
+#: node_exporter answering); gpu13 job 703 on 1 GPU, both exporters down 10:30-10:45 (the node down)
+REC_START, REC_END = ts("2025-10-10T09:00:00"), ts("2025-10-10T13:00:00")
+REC_JOB = (ts("2025-10-10T10:00:00"), ts("2025-10-10T11:00:00"))
+REC_NODES = {
+    "gpu11": ("701", 2, None, None),
+    "gpu12": ("702", 1, (ts("2025-10-10T10:20:00"), ts("2025-10-10T10:40:00")), None),
+    "gpu13": ("703", 1, None, (ts("2025-10-10T10:30:00"), ts("2025-10-10T10:45:00"))),
+}
+
+
+def reconcile_lines() -> Iterator[dict[str, Any]]:
+    times = list(range(REC_START, REC_END, STEP))
+
+    def down(t: int, window: tuple[int, int] | None) -> bool:
+        return window is not None and window[0] <= t < window[1]
+
+    for node, (job, gpus, gpu_down, node_down) in REC_NODES.items():
+        for scrape_job, windows in (
+            ("dcgm_exporter", (gpu_down, node_down)),
+            ("node_exporter", (node_down,)),
+        ):
+            yield {
+                "metric": {"__name__": "up", "job": scrape_job, "instance": node},
+                "values": [0 if any(down(t, w) for w in windows) else 1 for t in times],
+                "timestamps": [t * 1000 for t in times],
+            }
+        answered = [t for t in times if not down(t, gpu_down) and not down(t, node_down)]
+        for gpu in range(gpus):
+            for tag, stamps in (
+                ({"hpc_job": job}, [t for t in answered if REC_JOB[0] <= t < REC_JOB[1]]),
+                ({}, [t for t in answered if not REC_JOB[0] <= t < REC_JOB[1]]),
+            ):
+                yield {
+                    "metric": {
+                        "__name__": "DCGM_FI_DEV_POWER_USAGE",
+                        "instance": node,
+                        "gpu": str(gpu),
+                        "modelName": "NVIDIA H100 80GB HBM3",
+                        **tag,
+                    },
+                    "values": [BUSY_W] * len(stamps),
+                    "timestamps": [t * 1000 for t in stamps],
+                }
+
+
+def test_device_hours_per_job_and_why_a_job_was_not_metered(vm_binary: Path, tmp_path: Path) -> None:
+    from vigil.installer.reports import metered
+    from vigil.installer.reports.period import Period
+    from vigil.installer.reports.vm import VictoriaMetrics
+
+    vm = VM(vm_binary, tmp_path / "reconcile")
+    try:
+        vm.load(reconcile_lines())
+        client = VictoriaMetrics(vm.url)
+        hours = metered.job_device_hours(
+            client, Period("2025-10-10", REC_START - 9 * HOUR, REC_END + 11 * HOUR)
+        )
+        # each minute a job's series are there counts one device-minute per GPU
+        assert hours == pytest.approx({"701": 2.0, "702": 40 / 60, "703": 45 / 60}, abs=2 / 60)
+        a, b = REC_JOB
+        assert metered.why(client, ["gpu11"], a, b) is None
+        assert metered.why(client, ["gpu12"], a, b) == "gpu12: GPU exporter down 20 of the job's 60 min"
+        assert metered.why(client, ["gpu13"], a, b) == (
+            "gpu13: node down (no exporter answered) 15 of the job's 60 min"
+        )
+        assert metered.why(client, ["gpu99"], a, b) == (
+            "gpu99: not scraped at all in the job's 60 min (monitoring down?)"
+        )
+        # a node outside the job's nodes, or a job shorter than a minute, explains nothing
+        assert metered.why(client, ["gpu12"], REC_START, a) is None
+        assert metered.why(client, ["gpu12"], a, a + 30) is None
+    finally:
+        vm.stop()
+
+
 # --- energy ------------------------------------------------------------------------------------------------
 
 SITE = """\
