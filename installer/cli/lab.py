@@ -24,7 +24,11 @@ from vigil.installer.lab.hosts import (
 #: VictoriaMetrics on the lab's monitoring host
 VM_ADDRESS, VM_PORT = host_by_name("mon01").ip, 8428
 
-_ROLES = {"monitoring": "monitoring", "slurm_controller": "slurmctld, slurmdbd, MariaDB, munge", "gpu_nodes": "slurmd"}
+_ROLES = {
+    "monitoring": "monitoring",
+    "slurm_controller": "slurmctld, slurmdbd, MariaDB, munge",
+    "gpu_nodes": "slurmd",
+}
 
 
 def _hosts_text() -> str:
