@@ -86,6 +86,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="YAML `partitions: {PARTITION: weight}` (and `default: weight`, 1.0 if not given): adds billed "
         "GPU-hours per account, each partition's GPU-hours times its weight",
     )
+    usage.add_argument(
+        "--sacct",
+        metavar="FILE",
+        type=Path,
+        help="Slurm's accounting for the period, as `SLURM_TIME_FORMAT=%%s sacct --allusers --allocations "
+        "--parsable2 --noheader -S START -E END --format=JobIDRaw,Account,User,Partition,AllocTRES,Start,End,"
+        "State,NodeList` prints it on the controller: adds the reconciliation, Slurm's GPU-hours beside the "
+        "meters' per account, and the jobs where they differ with why where known",
+    )
     _vm_option(usage)
     usage.set_defaults(func=usage_handler, action="report.usage")
 
@@ -246,6 +255,27 @@ def usage_table(doc: dict[str, Any]) -> list[str]:
         f"raw series, {src['hours_without_data']} without data"
         + (f"; and the hour in progress ({tail // 60} min) from raw series" if tail else "")
     )
+    rec = doc.get("reconciliation")
+    if rec:
+        t = rec["totals"]
+        lines.append(
+            f"Slurm's accounting: {_fmt(t['slurm_gpu_hours'])} GPU-hours, metered "
+            f"{_fmt(t['metered_gpu_hours'])} device-hours; {t['jobs_differing']} of {t['jobs']} jobs "
+            f"differ by more than {rec['threshold'] * 100:g} %"
+        )
+        for a in rec["accounts"]:
+            lines.append(
+                f"  {a['account']:<20} Slurm {_fmt(a['slurm_gpu_hours']):>12} metered "
+                f"{_fmt(a['metered_gpu_hours']):>12} jobs {a['jobs']:>6}"
+            )
+        for j in rec["jobs"][:50]:
+            lines.append(
+                f"  job {j['job']:<12} {j['account'] or '-':<16} {j['state']:<10} Slurm "
+                f"{_fmt(j['slurm_gpu_hours'])} metered {_fmt(j['metered_gpu_hours'])}: "
+                f"{j['reason'] or 'reason unknown'}"
+            )
+        if len(rec["jobs"]) > 50:
+            lines.append(f"  ... and {len(rec['jobs']) - 50} more jobs in the report's JSON")
     c = doc.get("cluster")
     if c:
         lines.append(
@@ -269,6 +299,7 @@ def usage_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
             billing=args.billing,
             vm=args.vm,
             timezone=args.timezone,
+            sacct=args.sacct,
         )
     off = inv.details.get("imbalance")
     if off is not None:

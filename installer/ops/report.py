@@ -55,6 +55,7 @@ from vigil.installer.reports.closing import (
     remembered_site,
 )
 from vigil.installer.reports.errors import ReportError
+from vigil.installer.reports.metered import load_sacct, reconciliation
 from vigil.installer.reports.period import Period, in_progress_end
 from vigil.installer.reports.site import Site
 from vigil.installer.reports.store import JSON_NAME
@@ -152,16 +153,19 @@ def report_usage(
     vm: str | None = None,
     now: float | None = None,
     timezone: str = "UTC",
+    sacct: Path | None = None,
 ) -> Generated:
     """``report.usage``: GPU-hours, GPU energy and jobs per account and user over a period (its days
     begin at midnight in ``timezone``), signed and stored. Refused, with nothing stored, when
-    VictoriaMetrics cannot be read or has no data."""
+    VictoriaMetrics cannot be read or has no data. ``sacct``: Slurm's accounting for the period
+    (docs/reports.md, "Reconciliation with Slurm"), reconciled with the meters in the report."""
     p = _period(period, first, last, now, timezone)
     inv.object = f"usage {p.label}"
     if account is not None and (not account or len(account) > 256 or not account.isprintable()):
         raise ReportInputError(f"--account {account!r}", "must be 1 to 256 printable characters")
     awarded, awarded_sha = load_allocations(allocations, p) if allocations else (None, None)
     weights = load_billing(billing) if billing else None
+    slurm = load_sacct(sacct) if sacct else None
     client = victoriametrics(inv.home, vm)
     inv.details.update(period=p.label, start=p.start, end=p.end, account=account, vm=client.url)
     inv.step(f"reading {client.name} for {p.label}")
@@ -174,6 +178,12 @@ def report_usage(
         allocations_sha256=awarded_sha,
         billing=weights,
     )
+    if slurm is not None:
+        inv.step(f"reconciling with Slurm's accounting ({sacct})")
+        doc["reconciliation"] = reconciliation(
+            client, p, slurm[0], sha256=slurm[1], now=int(_now(now)), account=account, progress=inv.step
+        )
+        inv.details["jobs_differing"] = doc["reconciliation"]["totals"]["jobs_differing"]
     # stored and signed all the same, with `cluster.conservation.holds: false` in it: the figures
     # are what the series say, and the document says they do not add up (the CLI says it too)
     inv.details["conservation_holds"] = doc["cluster"]["conservation"]["holds"]

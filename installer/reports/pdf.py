@@ -474,6 +474,9 @@ def usage_pdf(doc: dict[str, Any], digest: str) -> Pdf:
                 for m in doc["gpu_models"]
             ],
         )
+    rec = doc.get("reconciliation")
+    if rec:
+        _reconciliation(pdf, rec)
     largest = sorted(doc["accounts"], key=lambda a: (-a["gpu_hours"], a["account"]))[:20]
     if largest:
         title = "GPU-hours per account" + (" (the 20 largest)" if len(doc["accounts"]) > 20 else "")
@@ -482,6 +485,69 @@ def usage_pdf(doc: dict[str, Any], digest: str) -> Pdf:
             series.append(("awarded", [float(a.get("awarded_gpu_hours") or 0.0) for a in largest]))
         pdf.bar_chart(title, [a["account"] for a in largest], series, "GPU-h")
     return pdf
+
+
+#: differing jobs the PDF lists (the JSON has them all)
+PDF_JOBS = 200
+
+
+def _reconciliation(pdf: Pdf, rec: dict[str, Any]) -> None:
+    t = rec["totals"]
+    pdf.heading("Reconciliation with Slurm's accounting", 11)
+    floor_min = float(rec["floor_gpu_hours_per_gpu"]) * 60
+    pdf.paragraph(
+        f"Slurm's accounting (sacct, file SHA-256 {rec['source']['sacct_sha256']}) gives "
+        f"{number(t['slurm_gpu_hours'])} GPU-hours: AllocTRES gres/gpu times the time held, cut at the "
+        f"period's edges. The meters show {number(t['metered_gpu_hours'])} device-hours: each GPU or MIG "
+        f"instance a job's series are on. {number(t['jobs_differing'])} of {number(t['jobs'])} jobs "
+        f"differ by more than {rec['threshold'] * 100:g} % and more than {number(floor_min, 0)} minutes "
+        "per GPU."
+    )
+    pdf.table(
+        [
+            ("Account", 0.4, "left"),
+            ("Slurm GPU-hours", 0.2, "right"),
+            ("Metered", 0.2, "right"),
+            ("Jobs", 0.2, "right"),
+        ],
+        [
+            (
+                False,
+                [
+                    a["account"],
+                    number(a["slurm_gpu_hours"]),
+                    number(a["metered_gpu_hours"]),
+                    number(a["jobs"]),
+                ],
+            )
+            for a in rec["accounts"]
+        ],
+    )
+    if rec["jobs"]:
+        pdf.table(
+            [
+                ("Job", 0.12, "left"),
+                ("Account", 0.16, "left"),
+                ("Slurm", 0.1, "right"),
+                ("Metered", 0.1, "right"),
+                ("Why", 0.52, "left"),
+            ],
+            [
+                (
+                    False,
+                    [
+                        j["job"],
+                        j["account"],
+                        number(j["slurm_gpu_hours"]),
+                        number(j["metered_gpu_hours"]),
+                        f"{j['state']}: {j['reason'] or 'not known'}",
+                    ],
+                )
+                for j in rec["jobs"][:PDF_JOBS]
+            ],
+        )
+        if len(rec["jobs"]) > PDF_JOBS:
+            pdf.paragraph(f"... and {len(rec['jobs']) - PDF_JOBS} more jobs in the report's JSON.")
 
 
 def energy_pdf(doc: dict[str, Any], digest: str) -> Pdf:

@@ -15,6 +15,7 @@ rules over the raw data, must produce series the report reads to the same figure
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -1086,6 +1087,8 @@ REC_NODES = {
     "gpu13": ("703", 1, None, (ts("2025-10-10T10:30:00"), ts("2025-10-10T10:45:00"))),
 }
 
+REC_WHO = {"701": ("physics", "alice"), "702": ("chemistry", "bob"), "703": ("physics", "carol")}
+
 
 def reconcile_lines() -> Iterator[dict[str, Any]]:
     times = list(range(REC_START, REC_END, STEP))
@@ -1109,17 +1112,31 @@ def reconcile_lines() -> Iterator[dict[str, Any]]:
                 ({"hpc_job": job}, [t for t in answered if REC_JOB[0] <= t < REC_JOB[1]]),
                 ({}, [t for t in answered if not REC_JOB[0] <= t < REC_JOB[1]]),
             ):
+                labels = {"instance": node, "gpu": str(gpu), "modelName": "NVIDIA H100 80GB HBM3", **tag}
                 yield {
-                    "metric": {
-                        "__name__": "DCGM_FI_DEV_POWER_USAGE",
-                        "instance": node,
-                        "gpu": str(gpu),
-                        "modelName": "NVIDIA H100 80GB HBM3",
-                        **tag,
-                    },
+                    "metric": {"__name__": "DCGM_FI_DEV_POWER_USAGE", **labels},
                     "values": [BUSY_W] * len(stamps),
                     "timestamps": [t * 1000 for t in stamps],
                 }
+                yield {
+                    "metric": {"__name__": "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", **labels},
+                    "values": [1e9 + (t - REC_START) * BUSY_W * 1000 for t in stamps],
+                    "timestamps": [t * 1000 for t in stamps],
+                }
+        if job:
+            stamps = [t * 1000 for t in answered if REC_JOB[0] <= t < REC_JOB[1]]
+            yield {
+                "metric": {
+                    "__name__": "slurm_job_info",
+                    "hpc_job": job,
+                    "user": REC_WHO[job][1],
+                    "account": REC_WHO[job][0],
+                    "partition": "gpu",
+                    "instance": node,
+                },
+                "values": [1] * len(stamps),
+                "timestamps": stamps,
+            }
 
 
 def test_device_hours_per_job_and_why_a_job_was_not_metered(vm_binary: Path, tmp_path: Path) -> None:
@@ -1148,6 +1165,82 @@ def test_device_hours_per_job_and_why_a_job_was_not_metered(vm_binary: Path, tmp
         # a node outside the job's nodes, or a job shorter than a minute, explains nothing
         assert metered.why(client, ["gpu12"], REC_START, a) is None
         assert metered.why(client, ["gpu12"], a, a + 30) is None
+    finally:
+        vm.stop()
+
+
+def test_usage_report_reconciles_with_slurms_accounting(vm_binary: Path, tmp_path: Path, home: Path) -> None:
+    """sacct's view of the jobs beside the meters': the job whose every scrape answered agrees, the two
+    whose exporters were down differ and say why, a job Slurm still runs is named as such."""
+    vm = VM(vm_binary, tmp_path / "reconcile-report")
+    try:
+        vm.load(reconcile_lines())
+        a, b = REC_JOB
+        late = ts("2025-10-10T11:30:00")
+        sacct = tmp_path / "sacct.txt"
+        sacct.write_text(
+            f"701|physics|alice|gpu|billing=2,cpu=2,gres/gpu=2,mem=8G,node=1|{a}|{b}|COMPLETED|gpu11\n"
+            f"702|chemistry|bob|gpu|billing=1,cpu=1,gres/gpu=1,node=1|{a}|{b}|COMPLETED|gpu12\n"
+            f"703|physics|carol|gpu|cpu=1,gres/gpu:h100=1,node=1|{a}|{b}|CANCELLED by 0|gpu13\n"
+            f"704|chemistry|erin|gpu|cpu=1,gres/gpu=1,node=1|{late}|Unknown|RUNNING|gpu1[1-3]\n"
+            "705|physics|dave|gpu||Unknown|Unknown|PENDING|None assigned\n"
+        )
+        doc, _ = report(
+            home, "usage", "--from", "2025-10-10", "--to", "2025-10-10", "--vm", vm.url, "--sacct", str(sacct)
+        )
+        rec = doc["reconciliation"]
+        assert rec["source"]["sacct_sha256"] == hashlib.sha256(sacct.read_bytes()).hexdigest()
+        assert rec["source"]["jobs_in_file"] == 5
+        got = {x["account"]: x for x in rec["accounts"]}
+        assert got["physics"]["slurm_gpu_hours"] == pytest.approx(3.0)
+        # the meters count a minute whose mark sees a sample: a minute or two more at each edge of a
+        # job and of a gap (the floor of the comparison, 2 minutes per GPU, is there for this)
+        assert got["physics"]["metered_gpu_hours"] == pytest.approx(2.75, abs=0.1)
+        # 704 runs from 11:30 to the day's end as far as Slurm knows, on no GPU the meters saw
+        assert got["chemistry"]["slurm_gpu_hours"] == pytest.approx(1.0 + 12.5)
+        assert got["chemistry"]["metered_gpu_hours"] == pytest.approx(40 / 60, abs=0.07)
+        reasons = {j["job"]: (j["state"], j["reason"]) for j in rec["jobs"]}
+        assert reasons == {
+            "702": ("COMPLETED", "gpu12: GPU exporter down 20 of the job's 60 min"),
+            "703": ("CANCELLED", "gpu13: node down (no exporter answered) 15 of the job's 60 min"),
+            "704": ("RUNNING", "job still running"),
+        }
+        assert rec["totals"]["jobs"] == 4 and rec["totals"]["jobs_differing"] == 3
+        # one account's report reconciles that account only
+        one, _ = report(
+            home,
+            "usage",
+            "--from",
+            "2025-10-10",
+            "--to",
+            "2025-10-10",
+            "--account",
+            "physics",
+            "--vm",
+            vm.url,
+            "--sacct",
+            str(sacct),
+        )
+        assert [x["account"] for x in one["reconciliation"]["accounts"]] == ["physics"]
+        assert [j["job"] for j in one["reconciliation"]["jobs"]] == ["703"]
+        # a hostile file is refused in one line and nothing is stored
+        sacct.write_text(f"701|physics|alice|gpu|gres/gpu=2|{a}|{b}|COMPLETED\n")
+        before = sorted((home / "reports").rglob("*.json"))
+        res = vigil(
+            home,
+            "report",
+            "usage",
+            "--from",
+            "2025-10-10",
+            "--to",
+            "2025-10-10",
+            "--vm",
+            vm.url,
+            "--sacct",
+            str(sacct),
+        )
+        assert res.returncode != 0 and "line 1" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+        assert sorted((home / "reports").rglob("*.json")) == before
     finally:
         vm.stop()
 
