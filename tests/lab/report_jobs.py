@@ -25,6 +25,9 @@ class ReportJobs:
     def __init__(self, vigil: Callable[..., Any]) -> None:
         self._vigil = vigil
         self.jobs: dict[str, tuple[str, str, int, int]] = {}
+        #: (job id, node) of a job whose node's exporters the alert module stopped while it ran
+        #: (`lab fault node-down`): the reconciliation with Slurm must name it
+        self.node_down: tuple[str, str] | None = None
 
     def start(self) -> dict[str, tuple[str, str, int, int]]:
         """Job id -> (account, user, GPUs, seconds); submitted now unless they already were."""
