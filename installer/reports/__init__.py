@@ -4,6 +4,7 @@ appliance's report key in minisign's format, stored content-addressed (docs/repo
 - :mod:`.period`: report periods (month, quarter, year, days) and their exact boundaries (UTC or the
   site's time zone);
 - :mod:`.usage`: GPU-hours, GPU energy and jobs per account and user (recording rules, raw series);
+- :mod:`.sacct`: Slurm's own accounting (sacct's output), reconciled with the metered GPU-hours;
 - :mod:`.counters`, :mod:`.energy`, :mod:`.site`, :mod:`.fields`: the Article 12 energy report;
 - :mod:`.documents`, :mod:`.numbers`, :mod:`.render`, :mod:`.pdf`: the JSON documents, their number
   form, CSV and PDF;

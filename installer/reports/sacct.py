@@ -34,7 +34,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from vigil.basics.bounded import shown
@@ -55,6 +55,13 @@ MAX_FIELD_CHARS = 1024
 MAX_GPUS = 100_000
 #: the most node names one NodeList may expand to
 MAX_HOSTS = 100_000
+#: the longest node name (a DNS name's limit)
+MAX_NAME_CHARS = 255
+#: the most node names, and characters of them, made for one file (a NodeList seen before is not
+#: made again): 2,000,000 lines of distinct 100,000-name NodeLists (``r1n[1-100000]``, ``r2n[…]``)
+#: would otherwise be 2e11 names from 50 MB; at these bounds about 0.5 GB at most
+MAX_FILE_HOSTS = 5_000_000
+MAX_FILE_HOST_CHARS = 100_000_000
 #: times from 1970-01-01 up to the end of 9999 (the years a report period may have)
 MAX_TIME = 253_402_300_800
 #: the GPU-hours per GPU of a job that the meters' minute resolution can gain or lose at its two ends
@@ -68,7 +75,7 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _GPU = "gres/gpu"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SlurmJob:
     """One job allocation as Slurm's accounting has it."""
 
@@ -130,6 +137,52 @@ def _ranges(body: str, name: str) -> list[tuple[int, int, int]]:
     return out
 
 
+#: one name: its literal texts and, between them, its bracket groups' ranges
+_Plan = tuple[list[str], list[list[tuple[int, int, int]]]]
+
+
+def _plan(text: str) -> tuple[list[_Plan], int, int]:
+    """What ``text`` would expand to, without making a name: each name's plan, how many names in
+    all, and an upper bound of their characters. Refusals as :func:`expand_hostlist` says."""
+    if text in ("None assigned", ""):
+        return [], 0, 0
+    plans: list[_Plan] = []
+    total = chars = 0
+    for name in _split_names(text):
+        if not name:
+            raise ValueError(f"an empty node name in {shown(text)} (two commas, or one at an end)")
+        if any(ch.isspace() for ch in name):
+            raise ValueError(f"white space in the node name {shown(name)}")
+        pieces = re.split(r"\[([^\]]*)\]", name)  # text, group, text, group, …, text
+        texts, groups = pieces[0::2], [_ranges(body, name) for body in pieces[1::2]]
+        count, longest = 1, sum(map(len, texts))
+        for group in groups:
+            count *= sum(hi - lo + 1 for lo, hi, _ in group)
+            longest += max(max(w, len(str(hi))) for _, hi, w in group)
+            if count > MAX_HOSTS:
+                break
+        if longest > MAX_NAME_CHARS:
+            raise ValueError(
+                f"the node name {shown(name)} gives names of up to {longest:,} characters "
+                f"(the most is {MAX_NAME_CHARS})"
+            )
+        total += count
+        chars += count * longest
+        if total > MAX_HOSTS:
+            raise ValueError(f"expands to more than {MAX_HOSTS:,} node names; refused")
+        plans.append((texts, groups))
+    return plans, total, chars
+
+
+def _expand(plans: list[_Plan]) -> tuple[str, ...]:
+    out: list[str] = []
+    for texts, groups in plans:
+        numbers = [[f"{n:0{w}d}" for lo, hi, w in group for n in range(lo, hi + 1)] for group in groups]
+        for combo in itertools.product(*numbers):
+            out.append(texts[0] + "".join(num + txt for num, txt in zip(combo, texts[1:], strict=True)))
+    return tuple(out)
+
+
 def expand_hostlist(text: str) -> tuple[str, ...]:
     """The node names of a Slurm hostlist as sacct prints it, in its order.
 
@@ -140,34 +193,10 @@ def expand_hostlist(text: str) -> tuple[str, ...]:
     ``None assigned`` (a job that never ran) and an empty field are no nodes.
 
     Raises ValueError, saying why, for nested or unbalanced brackets, an empty name or range part, a
-    range that runs backwards, a name holding white space, and more than :data:`MAX_HOSTS` names in
-    all (counted before any is made: ``n[0-99999999]`` is refused at once)."""
-    if text in ("None assigned", ""):
-        return ()
-    plans: list[tuple[list[str], list[list[tuple[int, int, int]]]]] = []
-    total = 0
-    for name in _split_names(text):
-        if not name:
-            raise ValueError(f"an empty node name in {shown(text)} (two commas, or one at an end)")
-        if any(ch.isspace() for ch in name):
-            raise ValueError(f"white space in the node name {shown(name)}")
-        pieces = re.split(r"\[([^\]]*)\]", name)  # text, group, text, group, …, text
-        texts, groups = pieces[0::2], [_ranges(body, name) for body in pieces[1::2]]
-        count = 1
-        for group in groups:
-            count *= sum(hi - lo + 1 for lo, hi, _ in group)
-            if count > MAX_HOSTS:
-                break
-        total += count
-        if total > MAX_HOSTS:
-            raise ValueError(f"expands to more than {MAX_HOSTS:,} node names; refused")
-        plans.append((texts, groups))
-    out: list[str] = []
-    for texts, groups in plans:
-        numbers = [[f"{n:0{w}d}" for lo, hi, w in group for n in range(lo, hi + 1)] for group in groups]
-        for combo in itertools.product(*numbers):
-            out.append(texts[0] + "".join(num + txt for num, txt in zip(combo, texts[1:], strict=True)))
-    return tuple(out)
+    range that runs backwards, a name holding white space, names longer than
+    :data:`MAX_NAME_CHARS`, and more than :data:`MAX_HOSTS` names in all (counted before any is
+    made: ``n[0-99999999]`` is refused at once)."""
+    return _expand(_plan(text)[0])
 
 
 # -- the file --------------------------------------------------------------------------------------
@@ -238,36 +267,88 @@ def _decode(line: bytes) -> str:
         raise ValueError(f"the byte 0x{line[exc.start]:02x} at byte {exc.start + 1} is not UTF-8") from None
 
 
-def _job(text: str) -> SlurmJob:
-    fields = text.split("|")
-    if len(fields) != len(FIELDS):
-        raise ValueError(
-            f"{len(fields)} fields, not {len(FIELDS)} ({','.join(FIELDS)}, between |; "
-            "a | or a line break inside a field moves them)"
+class _Reader:
+    """One file's lines into jobs. Repeated text is kept once (an account, a partition, a node name on
+    thousands of lines), a NodeList seen before is not expanded again, and the node names made for
+    the file are counted against :data:`MAX_FILE_HOSTS` and :data:`MAX_FILE_HOST_CHARS`."""
+
+    def __init__(self) -> None:
+        self.strings: dict[str, str] = {}
+        self.hostlists: dict[str, tuple[str, ...]] = {}
+        self.names = 0
+        self.chars = 0
+
+    def text(self, value: str) -> str:
+        return self.strings.setdefault(value, value)
+
+    def nodes(self, nodelist: str) -> tuple[str, ...]:
+        if (known := self.hostlists.get(nodelist)) is not None:
+            return known
+        try:
+            plans, names, chars = _plan(nodelist)
+        except ValueError as exc:
+            raise ValueError(f"NodeList: {exc}") from None
+        self.names += names
+        self.chars += chars
+        if self.names > MAX_FILE_HOSTS or self.chars > MAX_FILE_HOST_CHARS:
+            raise ValueError(
+                f"NodeList: the file's NodeLists expand to more than {MAX_FILE_HOSTS:,} node names "
+                f"or {MAX_FILE_HOST_CHARS:,} characters of them; refused"
+            )
+        nodes = tuple(map(self.text, _expand(plans)))
+        self.hostlists[self.text(nodelist)] = nodes
+        return nodes
+
+    def job(self, line: str) -> SlurmJob:
+        fields = line.split("|")
+        if len(fields) != len(FIELDS):
+            raise ValueError(
+                f"{len(fields)} fields, not {len(FIELDS)} ({','.join(FIELDS)}, between |; "
+                "a | or a line break inside a field moves them)"
+            )
+        for name, value in zip(FIELDS, fields, strict=True):
+            if len(value) > MAX_FIELD_CHARS:
+                raise ValueError(
+                    f"{name} is {len(value):,} characters long (the most is {MAX_FIELD_CHARS:,})"
+                )
+            if m := _CONTROL.search(value):
+                raise ValueError(f"{name} holds the control character U+{ord(m.group()):04X}")
+        job, account, user, partition, tres, start_text, end_text, state, nodelist = fields
+        if not _DIGITS.fullmatch(job):
+            raise ValueError(
+                f"JobIDRaw {shown(job)} is not a job allocation's number "
+                "(a job step? run sacct with --allocations)"
+            )
+        gpus = _gpus(tres)
+        start, end = _time(start_text, "Start"), _time(end_text, "End")
+        if start is not None and end is not None and end < start:
+            raise ValueError(f"End {end} is before Start {start}")
+        words = state.split()
+        if not words:
+            raise ValueError("State is empty")
+        t = self.text
+        return SlurmJob(
+            job,
+            t(account),
+            t(user),
+            t(partition),
+            gpus,
+            start,
+            end,
+            t(words[0].rstrip("+")),
+            self.nodes(nodelist),
         )
-    for name, value in zip(FIELDS, fields, strict=True):
-        if len(value) > MAX_FIELD_CHARS:
-            raise ValueError(f"{name} is {len(value):,} characters long (the most is {MAX_FIELD_CHARS:,})")
-        if m := _CONTROL.search(value):
-            raise ValueError(f"{name} holds the control character U+{ord(m.group()):04X}")
-    job, account, user, partition, tres, start_text, end_text, state, nodelist = fields
-    if not _DIGITS.fullmatch(job):
-        raise ValueError(
-            f"JobIDRaw {shown(job)} is not a job allocation's number "
-            "(a job step? run sacct with --allocations)"
-        )
-    gpus = _gpus(tres)
-    start, end = _time(start_text, "Start"), _time(end_text, "End")
-    if start is not None and end is not None and end < start:
-        raise ValueError(f"End {end} is before Start {start}")
-    words = state.split()
-    if not words:
-        raise ValueError("State is empty")
-    try:
-        nodes = expand_hostlist(nodelist)
-    except ValueError as exc:
-        raise ValueError(f"NodeList: {exc}") from None
-    return SlurmJob(job, account, user, partition, gpus, start, end, words[0].rstrip("+"), nodes)
+
+
+def _lines(data: bytes) -> Iterator[bytes]:
+    """The lines of ``data`` one at a time (a last line may lack its newline)."""
+    begin = 0
+    while begin < len(data):
+        end = data.find(b"\n", begin)
+        if end < 0:
+            end = len(data)
+        yield data[begin:end]
+        begin = end + 1
 
 
 def parse(data: bytes, *, where: str) -> list[SlurmJob]:
@@ -279,27 +360,24 @@ def parse(data: bytes, *, where: str) -> list[SlurmJob]:
     byte that is not UTF-8 or a lone surrogate, a control character, a line whose fields are not the
     nine, a field longer than :data:`MAX_FIELD_CHARS`, a JobIDRaw that is not a number or is on an
     earlier line too, a GPU count that is not a whole number from 0 to :data:`MAX_GPUS`, a time that is
-    not seconds since the epoch within 1970-9999, an end before the start, and a NodeList
-    :func:`expand_hostlist` refuses."""
+    not seconds since the epoch within 1970-9999, an end before the start, a NodeList
+    :func:`expand_hostlist` refuses, and NodeLists that make more than :data:`MAX_FILE_HOSTS` names
+    (or :data:`MAX_FILE_HOST_CHARS` characters of them) for the file."""
     if len(data) > MAX_BYTES:
         raise ReportInputError(
             where, f"is {len(data):,} bytes, more than {MAX_BYTES >> 20} MiB (the most read of it); refused"
         )
-    if not data:
-        return []
     lines = data.count(b"\n") + (not data.endswith(b"\n"))
-    if lines > MAX_LINES:
+    if data and lines > MAX_LINES:
         raise ReportInputError(
             f"{where}: line {MAX_LINES + 1:,}", f"more than {MAX_LINES:,} lines (jobs); refused"
         )
-    rows = data.split(b"\n")
-    if not rows[-1]:
-        rows.pop()
+    reader = _Reader()
     jobs: list[SlurmJob] = []
     seen: dict[str, int] = {}
-    for number, raw in enumerate(rows, 1):
+    for number, raw in enumerate(_lines(data), 1):
         try:
-            job = _job(_decode(raw))
+            job = reader.job(_decode(raw))
         except ValueError as exc:
             raise ReportInputError(f"{where}: line {number}", str(exc)) from None
         if job.job in seen:

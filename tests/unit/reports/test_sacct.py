@@ -429,3 +429,35 @@ def test_reconcile_refuses_figures_that_cannot_be_compared(
 def test_reconcile_refuses_a_job_listed_twice() -> None:
     with pytest.raises(ValueError, match="listed twice"):
         reconcile([job(job="1"), job(job="1")], {}, OCT, NOV, NOW)
+
+
+# -- the whole file's node names --------------------------------------------------------------------
+
+
+def test_a_node_name_longer_than_a_dns_name_is_refused_before_it_is_made() -> None:
+    text = refusal(sacct_output(GOOD, line(nodes="a" * 250 + "[1-100000]")))
+    assert text.startswith("sacct.txt: line 2: NodeList: the node name ")
+    assert "gives names of up to 256 characters (the most is 255)" in text
+    assert expand_hostlist("a" * 249 + "[1-100000]")[-1] == "a" * 249 + "100000"
+
+
+def test_the_node_names_made_for_one_file_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    # each line alone is within the 100,000 of one NodeList; together they are not (with the real
+    # bound, 2,000,000 such lines would be 2e11 names)
+    monkeypatch.setattr(sacct, "MAX_FILE_HOSTS", 250_000)
+    lines = [line(job=str(i), nodes=f"r{i}n[1-100000]") for i in (1, 2, 3)]
+    text = refusal(sacct_output(*lines))
+    assert text.startswith("sacct.txt: line 3: NodeList: the file's NodeLists expand to more than 250,000")
+    monkeypatch.setattr(sacct, "MAX_FILE_HOSTS", 5_000_000)
+    monkeypatch.setattr(sacct, "MAX_FILE_HOST_CHARS", 1_000_000)
+    text = refusal(sacct_output(*lines))
+    assert text.startswith("sacct.txt: line 2: NodeList: the file's NodeLists expand to more than")
+    assert "or 1,000,000 characters of them" in text
+
+
+def test_a_nodelist_seen_before_is_not_made_again() -> None:
+    began = time.perf_counter()
+    jobs = parse(sacct_output(*(line(job=str(i), nodes="n[1-100000]") for i in range(1, 301))), where="f")
+    assert time.perf_counter() - began < 5.0  # 300 x 100,000 names made would take minutes
+    assert len(jobs) == 300 and all(j.nodes is jobs[0].nodes for j in jobs)
+    assert len(jobs[0].nodes) == 100_000
