@@ -107,13 +107,16 @@ def share(matcher: str, window: str | None = None) -> str:
     ``window`` (energy): a job counts when its energy series had a sample in that window, not only
     now: a job's last minute is charged the energy its own series counted up to its end (its series
     is gone at the minute's end, and an instant share would leave that energy to no one). The split
-    is between the jobs on the entity now, and only where none is there now between those of the
-    window: one job ending and the next starting on a GPU within a minute ran one after the other,
-    each charged its own series' increase in full, not half of it."""
+    is between the jobs on the entity now; where none is there now, the jobs of the minute are taken
+    to have run one after the other (each its own series' increase in full): a job ending and the
+    next starting on a GPU within a minute, or two short jobs both within it, ran one after the
+    other, and splitting between them charged each half of its own energy. Two jobs that shared a GPU
+    and both ended within one minute are each charged their part of that minute in full; the
+    conservation check measures what that adds."""
     present = f"group by ({ENTITY}, hpc_job, modelName) ({PRESENT_JOB})"
     if window:
         jobs = f"group by ({ENTITY}, hpc_job, modelName) (last_over_time({ENERGY}{JOB}[{window}]))"
-        split = f"(count by ({ENTITY}) ({present}) or count by ({ENTITY}) ({jobs}))"
+        split = f"(count by ({ENTITY}) ({present}) or count by ({ENTITY}) ({jobs}) * 0 + 1)"
     else:
         jobs, split = present, f"count by ({ENTITY}) ({present})"
     return (

@@ -1030,12 +1030,12 @@ def test_scraped_jobs_ending_and_starting_mid_minute_are_each_charged_their_own_
     vm_binary: Path, tmp_path: Path
 ) -> None:
     """Imported data has no staleness: when VictoriaMetrics scrapes, a job's series is gone (a
-    staleness mark) within seconds of the job's end. Two jobs run one after the other on one GPU
-    within a minute: the first ends mid-minute, the second starts in the same minute and runs on.
-    Each must be charged all its own series counted: a share read at the minute's end charged the
-    first nothing (0 J of 12.6 kJ, seen); a share counting every job of the minute split the GPU
-    between the two and charged each half of its own (seen in the lab: -12 % on a 150 s job). And
-    charged + unallocated must still be what the GPU's counter measured."""
+    staleness mark) within seconds of the job's end. Two short jobs run one after the other on one
+    GPU within one minute, and no job is on it at the minute's end (a third starts just after).
+    Each must be charged all its own series counted: a share read at the minute's end charged them
+    nothing; a share counting every job of the minute split the GPU between the two and charged each
+    half of its own (seen in the lab: -12 % and -4.5 % on a 150 s job among short ones). And charged +
+    unallocated must still be what the GPU's counter measured."""
     from vigil.installer.reports import usage
     from vigil.installer.reports.period import Period
     from vigil.installer.reports.vm import VictoriaMetrics
@@ -1047,7 +1047,8 @@ def test_scraped_jobs_ending_and_starting_mid_minute_are_each_charged_their_own_
     _Exporter.t0 = now
     _Exporter.jobs = (
         (first + 3, first + 30, "9001", "physics", "alice"),
-        (first + 37, first + 600, "9002", "chemistry", "bob"),
+        (first + 35, first + 55, "9002", "chemistry", "bob"),
+        (first + 61, first + 600, "9003", "biology", "carol"),
     )
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Exporter)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -1067,7 +1068,7 @@ def test_scraped_jobs_ending_and_starting_mid_minute_are_each_charged_their_own_
         )
         client = VictoriaMetrics(vm.url)
         w = f"{end - start}s"
-        for job, who, least_s in (("9001", ("physics", "alice"), 20), ("9002", ("chemistry", "bob"), 15)):
+        for job, who, least_s in (("9001", ("physics", "alice"), 20), ("9002", ("chemistry", "bob"), 12)):
             sel = f'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{hpc_job="{job}"}}'
             spread = f"max_over_time({sel}[{w}]) - min_over_time({sel}[{w}])"
             counted = sum(v for _, v in client.query(spread, end)) / 1000

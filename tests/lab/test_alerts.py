@@ -54,6 +54,9 @@ SETTLE_S = LONGEST_S + 2 * EVAL_S
 #: the thermal fault's last change: the simulator takes it up at its next read (a scrape, 10 s), then
 #: ramps 1 °C/s from 68 °C (busy) to its 97 °C ceiling (29 s)
 THERMAL_S = SCRAPE_S + 30
+#: how long node-down keeps gpu01's exporters stopped at least (the usage report's reconciliation
+#: must list the job that ran through it: tests/lab/test_usage_and_energy_reports.py)
+NODE_DOWN_S = 200
 
 
 def _vigil(env: dict[str, str], *args: str) -> str:
@@ -339,6 +342,7 @@ def test_node_down_pages_once_and_holds_back_that_nodes_other_alerts(
     )
     before = {x["fingerprint"] for x in am_alerts()}
     _vigil(stack, "lab", "fault", "node-down", "gpu01")
+    down_at = time.monotonic()
     # job A runs on gpu01 all the while: its meters miss these minutes, Slurm's accounting does not
     report_jobs.node_down = (gpu_faults["jobs"]["A"], "gpu01")
     try:
@@ -376,6 +380,9 @@ def test_node_down_pages_once_and_holds_back_that_nodes_other_alerts(
             and x["status"]["state"] == "active"
             for x in am_alerts()
         )
+        # down long enough for the reconciliation with Slurm to tell it from the meters' minute
+        # resolution (more than 2 minutes per GPU: docs/reports.md)
+        time.sleep(max(0.0, down_at + NODE_DOWN_S - time.monotonic()))
     finally:
         _vigil(stack, "lab", "fault", "node-down", "gpu01", "--clear")
     wait_for("gpu01's exporters scraped again", all_up, 120)
