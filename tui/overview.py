@@ -1,8 +1,8 @@
 """What the Overview screen reads: the cluster panels from VictoriaMetrics and the firing alerts from
-Alertmanager, over their HTTP APIs. Plain functions of a base URL, so that they can be tried against
-any server (the tests' stub on 127.0.0.1; the lab's mon01), and of an opener: a site deployed with
-TLS is read with :meth:`SiteAccess.opener() <vigil.installer.access.SiteAccess.opener>` (the site CA,
-the API login); without one, plain http.
+Alertmanager, over their HTTP APIs. Plain functions of the service's replicas (a base URL, several,
+or a comma-separated list: the tests' stub on 127.0.0.1, the lab's mon01, a site's monitoring pair),
+read through :class:`vigil.installer.stack.Replicas` (the first that answers; the site CA and the
+API login of ACCESS on a site deployed with TLS, else plain http; never a proxy).
 
 The queries are the Grafana cluster overview's (roles/grafana/files/dashboards/vigil-cluster-overview.json;
 a test holds the two to each other), so the terminal and Grafana say the same thing.
@@ -10,17 +10,14 @@ a test holds the two to each other), so the terminal and Grafana say the same th
 
 from __future__ import annotations
 
-import functools
 import json
 import math
-import urllib.error
-import urllib.parse
-import urllib.request
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from vigil.basics.errors import VigilError
-from vigil.installer.ops import SiteAccess, failure_reason
+from vigil.installer.ops import Failure, ReadFailed, Replicas, SiteAccess, StackError, TooLarge
 
 #: (title, unit, PromQL) of the overview's stat panels, in the dashboard's order
 PANELS: tuple[tuple[str, str, str], ...] = (
@@ -36,23 +33,62 @@ UTILISATION = "cluster:gpu_utilization:avg"
 #: ``$__range`` over a "today" time range
 ENERGY = "sum by (account) (sum_over_time(account:gpu_energy_joules:increase1h[{range}:1h])) / 3.6e6"
 
+#: seconds one replica has for one answer, from connecting to the last byte
 TIMEOUT = 3.0
 #: the most bytes read from one answer; a server that sends more is not one of ours
 MAX_BYTES = 8 << 20
 
-
-Opener = urllib.request.OpenerDirector
-
-
-@functools.cache
-def _plain() -> Opener:
-    """Plain http, no login and no proxy from the environment: the monitoring host is reached
-    directly, inside the cluster."""
-    return SiteAccess().opener()
+#: a service's replicas: one base URL, several, a comma-separated list, or a client made already
+Source = str | Iterable[str] | Replicas
 
 
 class FetchError(VigilError):
     """A monitoring API could not be read."""
+
+
+def replicas(
+    source: Source, *, access: SiteAccess | None = None, service: str = "", timeout: float = TIMEOUT
+) -> Replicas:
+    """The client of SOURCE's replicas, read with ACCESS (default: plain, no login)."""
+    if isinstance(source, Replicas):
+        return source
+    try:
+        return Replicas(source, service=service, access=access, timeout=timeout, max_bytes=MAX_BYTES, what="")
+    except StackError as exc:
+        raise FetchError(exc.obj if exc.obj else "(no URL)", exc.reason) from None
+
+
+def _why(failure: Failure) -> str:
+    if failure.status is not None:
+        return f"HTTP {failure.status} {failure.phrase}"
+    return failure.reason if failure.tls else f"cannot connect: {failure.reason}"
+
+
+def get_json(
+    source: Source,
+    path: str,
+    params: dict[str, str] | None = None,
+    timeout: float = TIMEOUT,
+    *,
+    access: SiteAccess | None = None,
+) -> Any:
+    """GET PATH?PARAMS from the first of SOURCE's replicas that answers and parse the JSON answer,
+    or raise FetchError naming the URL (each replica's, when none answered)."""
+    client = replicas(source, access=access, timeout=timeout)
+    try:
+        answer = client.get(path, list((params or {}).items()))
+    except ReadFailed as exc:
+        if len(exc.failures) == 1:
+            (failure,) = exc.failures
+            raise FetchError(failure.replica + path, _why(failure)) from None
+        reasons = "; ".join(f"{f.replica}: {_why(f)}" for f in exc.failures)
+        raise FetchError(", ".join(client.urls), f"{path}: no replica answered: {reasons}") from None
+    except TooLarge as exc:
+        raise FetchError(exc.replica + path, f"answer larger than {MAX_BYTES} bytes") from None
+    try:
+        return json.loads(answer.body)
+    except ValueError:
+        raise FetchError(answer.replica + path, "answer is not JSON") from None
 
 
 @dataclass(frozen=True)
@@ -80,48 +116,19 @@ class Alert:
     summary: str
 
 
-def get_json(
-    base_url: str,
-    path: str,
-    params: dict[str, str] | None = None,
-    timeout: float = TIMEOUT,
-    *,
-    opener: Opener | None = None,
-) -> Any:
-    """GET BASE_URL/PATH?PARAMS with OPENER (default: plain, no login) and parse the JSON answer, or
-    raise FetchError naming the URL."""
-    if not base_url.startswith(("http://", "https://")):
-        raise FetchError(base_url or "(no URL)", "not an http:// or https:// URL")
-    where = base_url.rstrip("/") + path
-    url = where + ("?" + urllib.parse.urlencode(params) if params else "")
-    try:
-        with (opener or _plain()).open(url, timeout=timeout) as response:
-            body = response.read(MAX_BYTES + 1)
-    except urllib.error.HTTPError as exc:
-        raise FetchError(where, f"HTTP {exc.code} {exc.reason}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = failure_reason(exc)
-        raise FetchError(where, reason if reason.startswith("TLS") else f"cannot connect: {reason}") from None
-    if len(body) > MAX_BYTES:
-        raise FetchError(where, f"answer larger than {MAX_BYTES} bytes")
-    try:
-        return json.loads(body)
-    except ValueError:
-        raise FetchError(where, "answer is not JSON") from None
-
-
-def _data(answer: Any, url: str) -> Any:
+def _data(answer: Any, client: Replicas) -> Any:
     if not isinstance(answer, dict) or answer.get("status") != "success":
         error = answer.get("error", "no status") if isinstance(answer, dict) else "not an object"
-        raise FetchError(url, f"query failed: {error}")
+        raise FetchError(client.first, f"query failed: {error}")
     return answer.get("data", {})
 
 
 def query(
-    base_url: str, expr: str, timeout: float = TIMEOUT, *, opener: Opener | None = None
+    source: Source, expr: str, timeout: float = TIMEOUT, *, access: SiteAccess | None = None
 ) -> list[tuple[dict[str, str], float]]:
     """An instant query: each series' labels and value."""
-    data = _data(get_json(base_url, "/api/v1/query", {"query": expr}, timeout, opener=opener), base_url)
+    client = replicas(source, access=access, timeout=timeout)
+    data = _data(get_json(client, "/api/v1/query", {"query": expr}), client)
     out = []
     for item in data.get("result", []):
         out.append((dict(item.get("metric", {})), float(item["value"][1])))
@@ -129,46 +136,44 @@ def query(
 
 
 def query_range(
-    base_url: str, expr: str, *, start: float, end: float, step: int, opener: Opener | None = None
+    source: Source, expr: str, *, start: float, end: float, step: int, access: SiteAccess | None = None
 ) -> list[float]:
     """A range query of one series: its values, oldest first (empty when there is none)."""
+    client = replicas(source, access=access)
     params = {"query": expr, "start": f"{start:.0f}", "end": f"{end:.0f}", "step": str(step)}
-    data = _data(get_json(base_url, "/api/v1/query_range", params, opener=opener), base_url)
+    data = _data(get_json(client, "/api/v1/query_range", params), client)
     result = data.get("result", [])
     return [float(v) for _, v in result[0].get("values", [])] if result else []
 
 
-def fetch_panels(base_url: str, *, opener: Opener | None = None) -> list[Panel]:
+def fetch_panels(source: Source, *, access: SiteAccess | None = None) -> list[Panel]:
+    client = replicas(source, access=access)
     panels = []
     for title, unit, expr in PANELS:
-        result = query(base_url, expr, opener=opener)
+        result = query(client, expr)
         panels.append(Panel(title, unit, result[0][1] if result else None))
     return panels
 
 
 def fetch_utilisation(
-    base_url: str, *, now: float, minutes: int = 30, step: int = 30, opener: Opener | None = None
+    source: Source, *, now: float, minutes: int = 30, step: int = 30, access: SiteAccess | None = None
 ) -> list[float]:
-    return query_range(base_url, UTILISATION, start=now - minutes * 60, end=now, step=step, opener=opener)
+    return query_range(source, UTILISATION, start=now - minutes * 60, end=now, step=step, access=access)
 
 
-def fetch_energy(base_url: str, *, seconds_today: int, opener: Opener | None = None) -> dict[str, float]:
+def fetch_energy(source: Source, *, seconds_today: int, access: SiteAccess | None = None) -> dict[str, float]:
     """kWh per account since midnight (at least the last hour)."""
     hours = max(1, math.ceil(seconds_today / 3600))
-    result = query(base_url, ENERGY.format(range=f"{hours}h"), opener=opener)
+    result = query(source, ENERGY.format(range=f"{hours}h"), access=access)
     return {labels.get("account", "(none)"): value for labels, value in result}
 
 
-def fetch_alerts(base_url: str, *, opener: Opener | None = None) -> list[Alert]:
+def fetch_alerts(source: Source, *, access: SiteAccess | None = None) -> list[Alert]:
     """Alertmanager's firing alerts (active, not silenced or inhibited), worst first."""
-    answer = get_json(
-        base_url,
-        "/api/v2/alerts",
-        {"active": "true", "silenced": "false", "inhibited": "false"},
-        opener=opener,
-    )
+    client = replicas(source, access=access)
+    answer = get_json(client, "/api/v2/alerts", {"active": "true", "silenced": "false", "inhibited": "false"})
     if not isinstance(answer, list):
-        raise FetchError(base_url, "alerts answer is not a list")
+        raise FetchError(client.first, "alerts answer is not a list")
     alerts = []
     for item in answer:
         labels = item.get("labels", {})

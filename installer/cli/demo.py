@@ -27,7 +27,9 @@ from vigil.installer.cli._output import say
 from vigil.installer.lab.hosts import HOSTS, host_by_name
 from vigil.installer.ops import (
     Invocation,
+    Replicas,
     SiteAccess,
+    StackError,
     curl_options,
     failure_reason,
     login_hint,
@@ -235,6 +237,8 @@ def _print_next(home: Path, bundle: Path, *, lab: bool) -> None:
 
 _MON = host_by_name("mon01").ip
 GRAFANA_URL = f"http://{_MON}:3000"
+#: the most bytes the demo reads of one API answer
+_MAX_ANSWER = 8 << 20
 
 
 def vm_url(access: SiteAccess) -> str:
@@ -360,14 +364,16 @@ def _print_addresses(home: Path, access: SiteAccess) -> None:
 FAULT_HOST, FAULT_GPU, FAULT_ALERT = "gpu01", "0", "GpuTemperatureCritical"
 
 
-def _get_json(url: str, access: SiteAccess) -> Any:
+def _get_json(base: str, path: str, access: SiteAccess, **params: str) -> Any:
+    """PATH?PARAMS of the lab's service at BASE, read through the stack's client (the site CA and
+    login, no proxy, a bounded answer)."""
     import json
     import urllib.parse
 
-    if urllib.parse.urlsplit(url).hostname not in {h.ip for h in HOSTS}:  # the lab's hosts only
-        raise VigilError(url, "not a lab address")
-    with access.opener().open(url, timeout=5) as resp:
-        return json.loads(resp.read())
+    if urllib.parse.urlsplit(base).hostname not in {h.ip for h in HOSTS}:  # the lab's hosts only
+        raise VigilError(base, "not a lab address")
+    client = Replicas(base, service="demo", access=access, timeout=5, max_bytes=_MAX_ANSWER)
+    return json.loads(client.get(path, list(params.items())).body)
 
 
 def _poll(what: str, check: Callable[[], Any], timeout: float, every: float = 3) -> Any:
@@ -377,7 +383,7 @@ def _poll(what: str, check: Callable[[], Any], timeout: float, every: float = 3)
     while True:
         try:
             got = check()
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, StackError):
             got = None
         if got:
             return got
@@ -400,8 +406,6 @@ def _describe(alert: dict[str, Any]) -> str:
 
 def _fault_to_alert(home: Path, access: SiteAccess) -> dict[str, Any]:
     """Run a job on gpu01, overheat its GPU 0, wait for the alert at Alertmanager, then undo both."""
-    import urllib.parse
-
     from vigil.installer.lab import LabPaths
     from vigil.installer.lab.jobs import cancel
 
@@ -428,10 +432,9 @@ def _fault_to_alert(home: Path, access: SiteAccess) -> dict[str, Any]:
     injected = False
     try:
         sel = f'DCGM_FI_DEV_GPU_TEMP{{instance="{FAULT_HOST}",gpu="{FAULT_GPU}",hpc_job="{job}"}}'
-        tagged = f"{vm_url(access)}/api/v1/query?query={urllib.parse.quote(sel)}"
         _poll(
             f"GPU {FAULT_GPU} of {FAULT_HOST} tagged with job {job}",
-            lambda: _get_json(tagged, access)["data"]["result"],
+            lambda: _get_json(vm_url(access), "/api/v1/query", access, query=sel)["data"]["result"],
             120,
         )
         print(f'  job {job} runs on {FAULT_HOST}; its GPUs\' samples carry hpc_job="{job}"')
@@ -445,7 +448,7 @@ def _fault_to_alert(home: Path, access: SiteAccess) -> dict[str, Any]:
         def mine() -> list[dict[str, Any]]:
             return [
                 a
-                for a in _get_json(f"{am_url(access)}/api/v2/alerts", access)
+                for a in _get_json(am_url(access), "/api/v2/alerts", access)
                 if a["labels"].get("instance") == FAULT_HOST and a["labels"].get("gpu") == FAULT_GPU
             ]
 
@@ -478,20 +481,17 @@ def _fault_to_alert(home: Path, access: SiteAccess) -> dict[str, Any]:
 
 def _wait_all_up(access: SiteAccess, timeout: float = 120) -> dict[tuple[str, str], str]:
     """Poll VictoriaMetrics until every target reports up == 1 (or the time runs out)."""
-    import json
     import time
 
-    opener = access.opener()  # lab addresses only, never a proxy
     deadline = time.monotonic() + timeout
     up: dict[tuple[str, str], str] = {}
     while time.monotonic() < deadline:
         try:
-            with opener.open(f"{vm_url(access)}/api/v1/query?query=up", timeout=5) as resp:
-                result = json.loads(resp.read())["data"]["result"]
+            result = _get_json(vm_url(access), "/api/v1/query", access, query="up")["data"]["result"]
             up = {
                 (r["metric"].get("job", ""), r["metric"].get("instance", "")): r["value"][1] for r in result
             }
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError, KeyError, StackError):
             up = {}
         if up and all(v == "1" for v in up.values()) and len({j for j, _ in up}) >= 4:
             return up

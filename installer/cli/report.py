@@ -29,9 +29,11 @@ def _vm_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--vm",
         metavar="URL",
-        default=os.environ.get("VIGIL_VM_URL"),
-        help="VictoriaMetrics to read (default $VIGIL_VM_URL, else the monitoring host of the last "
-        "successful `vigil deploy` recorded in the audit log, port victoriametrics_port)",
+        action="append",
+        help="VictoriaMetrics to read; give it again for each replica, in the order to try them: a "
+        "replica that is down, fails or answers 5xx is passed over for the next (default "
+        "$VIGIL_VM_URL, a comma-separated list, else every monitoring host of the last successful "
+        "`vigil deploy` recorded in the audit log, port victoriametrics_port)",
     )
     p.add_argument(
         "--format",
@@ -40,6 +42,11 @@ def _vm_option(p: argparse.ArgumentParser) -> None:
         help="what to print the stored path of, comma-separated: json, csv, pdf (default json; the JSON's "
         "path is always the last line). All three are always stored and signed",
     )
+
+
+def _vm(args: argparse.Namespace) -> list[str] | str | None:
+    """The replicas given with --vm, else $VIGIL_VM_URL's (the reports split a comma-separated list)."""
+    return list(args.vm) if args.vm else os.environ.get("VIGIL_VM_URL")
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -144,8 +151,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     close.add_argument(
         "--vm",
         metavar="URL",
-        default=os.environ.get("VIGIL_VM_URL"),
-        help="VictoriaMetrics to read (default as for `vigil report usage`)",
+        action="append",
+        help="VictoriaMetrics to read, again for each replica (default as for `vigil report usage`)",
     )
     close.set_defaults(func=close_handler, action="report.close")
 
@@ -297,7 +304,7 @@ def usage_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
             account=args.account,
             allocations=args.allocations,
             billing=args.billing,
-            vm=args.vm,
+            vm=_vm(args),
             timezone=args.timezone,
             sacct=args.sacct,
         )
@@ -335,14 +342,14 @@ def energy_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
     formats = _formats(args.format)
     with showing_progress(inv, steps="... ", bars=False):
         gen = ops.report_energy(
-            inv, year=args.year, site=args.site, vm=args.vm, strict=args.strict, timezone=args.timezone
+            inv, year=args.year, site=args.site, vm=_vm(args), strict=args.strict, timezone=args.timezone
         )
     return _finish(gen, formats, energy_table(gen.doc))
 
 
 def close_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
     with showing_progress(inv, steps="... ", bars=False):
-        closed = ops.report_close(inv, site=args.site, months=args.month, vm=args.vm)
+        closed = ops.report_close(inv, site=args.site, months=args.month, vm=_vm(args))
     for s in closed:
         state = "stored" if s.new else "already stored (same data)"
         ok(f"closing {s.label}", f"sha256 {s.sha256}, {state}")

@@ -75,6 +75,7 @@ from vigil.installer.ops.upgrade import HostStatus, Outcome, upgrade
 from vigil.installer.ops.upgrade import outcome_message as upgrade_outcome_message
 from vigil.installer.ops.upgrade import plan_lines as upgrade_plan_lines
 from vigil.installer.ops.upgrade import status as site_status
+from vigil.installer.stack import Answer, Failure, ReadFailed, Replicas, StackError, TooLarge, split_urls
 
 __all__ = [
     "PKI_CA_DAYS",
@@ -92,6 +93,13 @@ __all__ = [
     "NewKey",
     "Outcome",
     "SiteAccess",
+    "Answer",
+    "Failure",
+    "ReadFailed",
+    "Replicas",
+    "StackError",
+    "TooLarge",
+    "split_urls",
     "Split",
     "Step",
     "audit_checkpoint",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -59,6 +60,7 @@ from vigil.installer.reports.metered import load_sacct, reconciliation
 from vigil.installer.reports.period import Period, in_progress_end
 from vigil.installer.reports.site import Site
 from vigil.installer.reports.store import JSON_NAME
+from vigil.installer.stack import split_urls
 
 DEFAULT_VM_PORT = 8428
 
@@ -80,12 +82,15 @@ def _generated_at(now: float | None) -> str:
     return datetime.fromtimestamp(_now(now), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def resolve_vm(home: Path, given: str | None, access: SiteAccess | None = None) -> str:
-    """The VictoriaMetrics to read: ``--vm``, else the monitoring host of the last successful deploy
-    recorded in the audit log (its ``ansible_host`` and ``victoriametrics_port``), over https when
-    the site has TLS (ACCESS, else read from HOME)."""
-    if given:
-        return given
+def resolve_vm(home: Path, given: str | Sequence[str] | None, access: SiteAccess | None = None) -> list[str]:
+    """The VictoriaMetrics replicas to read, in the order to try them: ``--vm`` (given more than
+    once, or a comma-separated list as ``$VIGIL_VM_URL`` holds), else every host of the
+    ``monitoring`` group of the last successful deploy recorded in the audit log, in the
+    inventory's order (each its ``ansible_host`` and ``victoriametrics_port``), over https when the
+    site has TLS (ACCESS, else read from HOME)."""
+    urls = split_urls(given)
+    if urls:
+        return urls
     how = "pass --vm URL (or set VIGIL_VM_URL)"
     inventory: str | None = None
     try:
@@ -108,21 +113,25 @@ def resolve_vm(home: Path, given: str | None, access: SiteAccess | None = None) 
             raise ReportInputError(
                 "--vm", f"the deployed inventory {inventory} has no monitoring host; {how}"
             )
-        hvars = VariableManager(loader=loader, inventory=manager).get_vars(host=hosts[0])
-        address = str(hvars.get("ansible_host") or hosts[0].name)
-        port = int(hvars.get("victoriametrics_port", DEFAULT_VM_PORT))
+        variables = VariableManager(loader=loader, inventory=manager)
+        places = []
+        for host in hosts:
+            hvars = variables.get_vars(host=host)
+            address = str(hvars.get("ansible_host") or host.name)
+            places.append((address, int(hvars.get("victoriametrics_port", DEFAULT_VM_PORT))))
     except ReportInputError:
         raise
     except Exception as exc:  # Ansible's errors are many; any of them means "cannot tell"
         raise ReportInputError(
             "--vm", f"cannot read the deployed inventory {inventory} ({exc}); {how}"
         ) from None
-    return (site_access(home) if access is None else access).url(address, port)
+    access = site_access(home) if access is None else access
+    return list(dict.fromkeys(access.url(address, port) for address, port in places))
 
 
-def victoriametrics(home: Path, given: str | None) -> VictoriaMetrics:
-    """The client of the VictoriaMetrics to read (:func:`resolve_vm`), with the site's CA and API
-    login, also for a ``--vm`` given by hand."""
+def victoriametrics(home: Path, given: str | Sequence[str] | None) -> VictoriaMetrics:
+    """The client of the VictoriaMetrics replicas to read (:func:`resolve_vm`), with the site's CA
+    and API login, also for a ``--vm`` given by hand."""
     access = site_access(home)
     return VictoriaMetrics(resolve_vm(home, given, access), access=access)
 
@@ -150,7 +159,7 @@ def report_usage(
     account: str | None = None,
     allocations: Path | None = None,
     billing: Path | None = None,
-    vm: str | None = None,
+    vm: str | Sequence[str] | None = None,
     now: float | None = None,
     timezone: str = "UTC",
     sacct: Path | None = None,
@@ -167,12 +176,12 @@ def report_usage(
     weights = load_billing(billing) if billing else None
     slurm = load_sacct(sacct) if sacct else None
     client = victoriametrics(inv.home, vm)
-    inv.details.update(period=p.label, start=p.start, end=p.end, account=account, vm=client.url)
-    inv.step(f"reading {client.name} for {p.label}")
+    inv.details.update(period=p.label, start=p.start, end=p.end, account=account, vm=", ".join(client.urls))
+    inv.step(f"reading VictoriaMetrics {', '.join(client.urls)} for {p.label}")
     usage = collect(client, p, account=account, progress=inv.step)
     doc = usage_document(
         usage,
-        vm_url=client.url,
+        vm_url=client.source,
         account=account,
         allocations=awarded,
         allocations_sha256=awarded_sha,
@@ -197,7 +206,7 @@ def report_energy(
     *,
     year: str,
     site: Path,
-    vm: str | None = None,
+    vm: str | Sequence[str] | None = None,
     strict: bool = False,
     now: float | None = None,
     timezone: str | None = None,
@@ -217,7 +226,7 @@ def report_energy(
     p = clip_to_now(year_period(year, timezone or parsed.timezone), _now(now))
     inv.object = f"energy {p.label}"
     client = victoriametrics(inv.home, vm)
-    inv.details.update(period=p.label, site=str(site), vm=client.url, strict=strict)
+    inv.details.update(period=p.label, site=str(site), vm=", ".join(client.urls), strict=strict)
     store = ReportStore(inv.home)
     if p.timezone == parsed.timezone:
         # close the months that ended since the last report: their samples will not last
@@ -233,7 +242,7 @@ def report_energy(
         gpu=year_data.gpu,
         gpu_monthly_joules=year_data.gpu_monthly_joules,
         gpu_note=None if year_data.gpu is not None else f"no GPU data in {client.name} in {p.label}",
-        vm_url=client.url,
+        vm_url=client.source,
         year=year_data,
     )
     inv.details["missing"] = [m["field"] for m in doc["missing"]]
@@ -294,7 +303,7 @@ def close_months(
         meters, gpu = read_month(client, site, month, progress=inv.step)
         if not has_samples(meters) and gpu is None:
             continue
-        doc = closing_document(site=site, month=month, meters=meters, gpu=gpu, vm_url=client.url)
+        doc = closing_document(site=site, month=month, meters=meters, gpu=gpu, vm_url=client.source)
         out.append(store.add(doc, generated_at=_generated_at(now)))
     if store.dir.is_dir():
         remember_site(store.dir, site)
@@ -306,7 +315,7 @@ def report_close(
     *,
     site: Path | None = None,
     months: list[str] | None = None,
-    vm: str | None = None,
+    vm: str | Sequence[str] | None = None,
     now: float | None = None,
 ) -> list[Stored]:
     """``report.close``: sign and store the meter closing of each of ``months`` (months that are
@@ -335,7 +344,7 @@ def report_close(
                 )
             periods.append(p)
     client = victoriametrics(inv.home, vm)
-    inv.details.update(site=str(parsed.path), vm=client.url, months=months)
+    inv.details.update(site=str(parsed.path), vm=", ".join(client.urls), months=months)
     closed = close_months(inv, client, parsed, months=periods, now=now)
     inv.details["closed"] = [c.label for c in closed]
     inv.details["sha256"] = [c.sha256 for c in closed]

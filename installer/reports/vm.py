@@ -1,11 +1,13 @@
 """A small VictoriaMetrics client: instant and range queries, and raw samples (``/api/v1/export``).
 
 Every call passes ``nocache=1`` so a report never reads a response VictoriaMetrics cached before
-the data was complete. Requests go as the site's :class:`~vigil.installer.access.SiteAccess` says:
-over TLS checked against the site CA and with the API login on a site deployed with TLS, plain http
-otherwise, never through a proxy. Errors name the server and the reason: unreachable, a TLS failure
-(a certificate the site CA did not issue, or for another name), an HTTP error with VictoriaMetrics'
-own message, or an answer that is not what the API promises.
+the data was complete. The transport is :class:`vigil.installer.stack.Replicas`: the replicas of
+VictoriaMetrics in order, the first that answers read (a dead or failing one passed over, a bad
+query not asked twice), over TLS checked against the site CA and with the API login on a site
+deployed with TLS, plain http otherwise, never through a proxy. Errors name the server and the
+reason: unreachable, a TLS failure (a certificate the site CA did not issue, or for another name),
+an HTTP error with VictoriaMetrics' own message, an answer over the caps, or an answer that is not
+what the API promises; with several replicas and none answering, each one's reason.
 """
 
 from __future__ import annotations
@@ -14,16 +16,14 @@ import contextlib
 import itertools
 import json
 import math
-import urllib.error
-import urllib.parse
-import urllib.request
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from vigil.basics.bounded import shown
-from vigil.installer.access import SiteAccess, failure_reason
+from vigil.installer.access import SiteAccess
 from vigil.installer.reports.errors import ReportError, ReportInputError
+from vigil.installer.stack import Failure, ReadFailed, Replicas, StackError, TooLarge
+from vigil.installer.stack import check_url as _check_url
 
 Labels = dict[str, str]
 #: the most bytes one answer may have. A year's job count of 300,000 jobs (VictoriaMetrics' default
@@ -38,54 +38,87 @@ MAX_VALUES = 6_000_000
 
 def check_url(url: str) -> str:
     """``url`` without a trailing slash; only http(s) with a host is accepted."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ReportInputError(f"--vm {url}", "not an http:// or https:// URL")
-    if parts.query or parts.fragment:
-        raise ReportInputError(f"--vm {url}", "must not have a query or a fragment")
-    return url.rstrip("/")
+    try:
+        return _check_url(url, "--vm")
+    except StackError as exc:
+        raise ReportInputError(exc.obj, exc.reason) from None
 
 
-@dataclass
 class VictoriaMetrics:
-    url: str
-    timeout: float = 300.0
-    #: the site CA and login; None: plain, no login (system CAs for an https URL)
-    access: SiteAccess | None = None
-    _opener: urllib.request.OpenerDirector = field(init=False, repr=False, compare=False)
+    """The reports' VictoriaMetrics: URL is one base URL, a comma-separated list or several, the
+    replicas in the order to try them."""
 
-    def __post_init__(self) -> None:
-        self.url = check_url(self.url)
-        self._opener = (self.access or SiteAccess()).opener()
+    def __init__(
+        self, url: str | Iterable[str], timeout: float = 300.0, access: SiteAccess | None = None
+    ) -> None:
+        urls = [check_url(u) for u in (url.split(",") if isinstance(url, str) else url) if u.strip()]
+        if not urls:
+            raise ReportInputError("--vm", "no URL given")
+        self.timeout = timeout
+        #: the site CA and login; None: plain, no login (system CAs for an https URL)
+        self.access = access
+        self._replicas = Replicas(
+            urls, service="VictoriaMetrics", access=access, timeout=timeout, max_bytes=MAX_BODY, what="--vm"
+        )
+        #: the replicas that answered a query, in the order they first did
+        self.answered: dict[str, None] = {}
+        self._last: str | None = None
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        return self._replicas.urls
+
+    @property
+    def url(self) -> str:
+        """The replica that answered last (the one read from now), or the one a read starts at."""
+        return self._last or self._replicas.first
+
+    @property
+    def source(self) -> str:
+        """What the report was read from: each replica that answered, comma-separated (one URL for
+        a single VictoriaMetrics, as before)."""
+        return ", ".join(self.answered) or ", ".join(self.urls)
 
     @property
     def name(self) -> str:
         return f"VictoriaMetrics {self.url}"
 
-    def _get(self, path: str, params: list[tuple[str, str]]) -> bytes:
-        query = urllib.parse.urlencode([*params, ("nocache", "1")])
-        # the URL's scheme was checked to be http(s) in check_url
-        req = urllib.request.Request(f"{self.url}{path}", data=query.encode(), method="POST")  # noqa: S310
-        req.add_header("Content-Type", "application/x-www-form-urlencoded")
-        try:
-            with self._opener.open(req, timeout=self.timeout) as resp:
-                body: bytes = resp.read(MAX_BODY + 1)
-        except urllib.error.HTTPError as exc:
-            detail = exc.read(4096).decode("utf-8", "replace")
+    def __repr__(self) -> str:
+        return f"VictoriaMetrics({', '.join(self.urls)}, timeout={self.timeout:g})"
+
+    def _why(self, failure: Failure, path: str) -> str:
+        """One replica's failure as the reports say it."""
+        if failure.status is not None:
+            detail = failure.detail.decode("utf-8", "replace")
             with contextlib.suppress(ValueError, AttributeError):
                 detail = json.loads(detail).get("error", detail)
             detail = " ".join(str(detail).split())[:400]
-            if exc.code == 401:
-                detail = f"{detail or 'Unauthorized'}; {(self.access or SiteAccess()).unauthorized(self.url)}"
-            raise ReportError(self.name, f"{path}: HTTP {exc.code}: {detail}") from None
-        except (urllib.error.URLError, OSError, TimeoutError) as exc:
-            reason = failure_reason(exc)
-            if reason.startswith("TLS") and self.access is not None and self.access.ca_file:
-                reason = f"{reason} (checked against the site CA {self.access.ca_file})"
-            prefix = "" if reason.startswith("TLS") else "unreachable: "
-            raise ReportError(self.name, f"{prefix}{reason}") from None
-        if len(body) > MAX_BODY:
-            raise ReportError(self.name, f"{path}: answer larger than {MAX_BODY:,} bytes; refused")
+            if failure.status == 401:
+                why = (self.access or SiteAccess()).unauthorized(failure.replica)
+                detail = f"{detail or 'Unauthorized'}; {why}"
+            return f"{path}: HTTP {failure.status}: {detail}"
+        reason = failure.reason
+        if failure.tls and self.access is not None and self.access.ca_file:
+            reason = f"{reason} (checked against the site CA {self.access.ca_file})"
+        return reason if failure.tls else f"unreachable: {reason}"
+
+    def _get(self, path: str, params: list[tuple[str, str]]) -> bytes:
+        try:
+            answer = self._replicas.get(path, [*params, ("nocache", "1")], form=True)
+        except ReadFailed as exc:
+            if len(exc.failures) == 1:
+                (failure,) = exc.failures
+                raise ReportError(f"VictoriaMetrics {failure.replica}", self._why(failure, path)) from None
+            reasons = "; ".join(f"{f.replica}: {self._why(f, path)}" for f in exc.failures)
+            raise ReportError(
+                f"VictoriaMetrics {', '.join(self.urls)}", f"no replica answered: {reasons}"
+            ) from None
+        except TooLarge as exc:
+            self._last = exc.replica
+            raise ReportError(self.name, f"{path}: answer larger than {MAX_BODY:,} bytes; refused") from None
+        self._last = answer.replica
+        self.answered[answer.replica] = None
+        body = answer.body
         if _values(body) > MAX_VALUES:
             raise ReportError(
                 self.name,

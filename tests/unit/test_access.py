@@ -247,9 +247,9 @@ def test_the_deployed_inventorys_victoriametrics_takes_the_sites_scheme(tmp_path
         "all:\n  children:\n    monitoring:\n      hosts:\n        mon01: {ansible_host: 198.18.0.10}\n"
     )
     AuditLog(home).append("deploy", str(inventory), "ok")
-    assert resolve_vm(home, None) == "http://198.18.0.10:8428"  # deployed before TLS
+    assert resolve_vm(home, None) == ["http://198.18.0.10:8428"]  # deployed before TLS
     make_site(home)
-    assert resolve_vm(home, None) == "https://198.18.0.10:8428"
+    assert resolve_vm(home, None) == ["https://198.18.0.10:8428"]
     client = victoriametrics(home, None)
     assert client.url == "https://198.18.0.10:8428" and client.access == site_access(home)
     given = victoriametrics(home, "https://127.0.0.1:8428/")  # --vm by hand: the site's CA and login too

@@ -68,7 +68,7 @@ pre-flight does: it contacts the hosts, so only when asked.
 
 ## Reports (F8)
 **ctrl+g** generates the usage report for *Period* (and *Account*), **ctrl+n** the energy report for
-*Year* from *Site*; *VM* starts as `$VIGIL_VM_URL`, left empty it is the monitoring host of the last
+*Year* from *Site*; *VM* starts as `$VIGIL_VM_URL`, left empty it is the monitoring hosts of the last
 deploy. The stored reports are listed (**ctrl+r** again); **ctrl+t** or enter shows the highlighted
 one, **ctrl+y** verifies the *File* (the highlighted report's, or any report.json), **ctrl+o**
 exports the highlighted one into *Out*.

@@ -30,7 +30,7 @@ from vigil.tui.untrusted import plain
 from vigil.tui.widgets import ResultLine, to_ui
 
 #: the lab's monitoring host (docs/lab.md) and the ports of VictoriaMetrics and Alertmanager; a site
-#: sets VIGIL_VM_URL and VIGIL_ALERTMANAGER_URL
+#: sets VIGIL_VM_URL and VIGIL_ALERTMANAGER_URL (each a comma-separated list for a monitoring pair)
 LAB_MONITORING = "198.18.0.10"
 VM_PORT = 8428
 AM_PORT = 9093
@@ -64,21 +64,21 @@ def take_snapshot(
     vm_url: str, am_url: str, now: datetime | None = None, *, access: SiteAccess | None = None
 ) -> Snapshot:
     """Everything the screen shows, read once with ACCESS (default: plain, no login); what could not
-    be read is a ``FAIL:`` line each."""
+    be read is a ``FAIL:`` line each. Either URL may list several replicas, comma-separated: the
+    first that answers is read, and the one that answered is tried first next time."""
     now = now or datetime.now(UTC)
-    opener = (access or SiteAccess()).opener()
     snap = Snapshot()
     try:
-        snap.panels = overview.fetch_panels(vm_url, opener=opener)
-        snap.utilisation = overview.fetch_utilisation(vm_url, now=now.timestamp(), opener=opener)
+        vm = overview.replicas(vm_url, access=access, service="VictoriaMetrics")
+        snap.panels = overview.fetch_panels(vm)
+        snap.utilisation = overview.fetch_utilisation(vm, now=now.timestamp())
         midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-        snap.energy = overview.fetch_energy(
-            vm_url, seconds_today=int((now - midnight).total_seconds()), opener=opener
-        )
+        snap.energy = overview.fetch_energy(vm, seconds_today=int((now - midnight).total_seconds()))
     except overview.FetchError as exc:
         snap.failures.append(f"FAIL: {exc}")
     try:
-        snap.alerts = overview.fetch_alerts(am_url, opener=opener)
+        am = overview.replicas(am_url, access=access, service="Alertmanager")
+        snap.alerts = overview.fetch_alerts(am)
     except overview.FetchError as exc:
         snap.failures.append(f"FAIL: {exc}")
     return snap
