@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """vigil-vm-backup: VictoriaMetrics' backups with vmbackup, their retention, their metrics, and a restore.
 
-Three commands, each with the standard library of python3 >= 3.9 only:
+Four commands, each with the standard library of python3 >= 3.9 only:
 
+prepare   (the deploy, as root) DST/HOST made as the service user's alone, DST checked first.
 run       (vigil-vm-backup.service, as VictoriaMetrics' own user) one backup of the running
           VictoriaMetrics into DST/HOST/<UTC time>: vmbackup makes a snapshot through the server
           (-snapshot.createURL, read from the unit's environment with the login in it) and copies it
@@ -121,17 +122,49 @@ def write_whole(dir_fd: int, name: str, content: bytes, mode: int) -> None:
     os.fsync(dir_fd)
 
 
-def check_owned(fd: int, path: str, *, others_may_own: bool) -> None:
-    """Refuse a directory someone else could change: writable by others or by a group, or owned by
-    anyone but root and this user (DST may be root's; HOST's directory must be this user's)."""
+def check_owned(fd: int, path: str, owners: tuple[int, ...]) -> None:
+    """Refuse a directory someone else could change: writable by its group or by others, or owned by
+    anyone but OWNERS (DST may be root's or the service user's; HOST's directory the user's alone)."""
     st = os.fstat(fd)
-    me = os.geteuid()
-    owners = (0, me) if others_may_own else (me,)
     if st.st_uid not in owners:
-        who = "root or " if others_may_own else ""
-        raise Refused(f"{path}: owned by uid {st.st_uid}, not {who}uid {me}")
+        names = " or ".join(f"uid {u}" for u in owners)
+        raise Refused(f"{path}: owned by uid {st.st_uid}, not {names}")
     if st.st_mode & 0o022:
         raise Refused(f"{path}: writable by its group or by others (mode {stat.S_IMODE(st.st_mode):04o})")
+
+
+def prepare(args: argparse.Namespace) -> int:
+    """(as root, from the deploy) DST/HOST made, or checked, as the service user's alone (0700).
+
+    DST is refused when it is a link, writable by a group or others, or owned by anyone but root and
+    the user; HOST's directory when it is a link or not a directory. Nothing is followed, so a link
+    planted in DST never gets its target's owner changed."""
+    try:
+        pw = pwd.getpwnam(args.user)
+    except KeyError:
+        raise Refused(f"--user {args.user}: no such user") from None
+    dst_fd = open_dir(args.dst)
+    try:
+        check_owned(dst_fd, args.dst, (0, pw.pw_uid))
+        changed = False
+        try:
+            os.mkdir(args.host, 0o700, dir_fd=dst_fd)
+            changed = True
+        except FileExistsError:
+            pass
+        host_fd = open_dir(args.host, dst_fd)
+        try:
+            st = os.fstat(host_fd)
+            if (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) != (pw.pw_uid, pw.pw_gid, 0o700):
+                os.fchown(host_fd, pw.pw_uid, pw.pw_gid)
+                os.fchmod(host_fd, 0o700)
+                changed = True
+        finally:
+            os.close(host_fd)
+    finally:
+        os.close(dst_fd)
+    print(json.dumps({"changed": changed}))
+    return 0
 
 
 # --- the backups under DST/HOST -----------------------------------------------------------------------
@@ -233,14 +266,14 @@ def run(args: argparse.Namespace) -> int:
     # 1 DST: a real directory that only root or this user can change
     dst_fd = open_dir(args.dst)
     try:
-        check_owned(dst_fd, args.dst, others_may_own=True)
+        check_owned(dst_fd, args.dst, (0, os.geteuid()))
         # 2 DST/HOST: this user's alone
         where = os.path.join(args.dst, args.host)
         host_fd = open_dir(args.host, dst_fd)
     finally:
         os.close(dst_fd)
     try:
-        check_owned(host_fd, where, others_may_own=False)
+        check_owned(host_fd, where, (os.geteuid(),))
         return _run_in(args, host_fd, where)
     finally:
         os.close(host_fd)
@@ -572,7 +605,7 @@ def restore(args: argparse.Namespace) -> int:
         # 2 the target: must not exist; staged beside it, in a directory only root (or the caller) can change
         parent_fd = open_dir(parent)
         try:
-            check_owned(parent_fd, parent, others_may_own=True)
+            check_owned(parent_fd, parent, (0, os.geteuid()))
             try:
                 os.stat(base, dir_fd=parent_fd, follow_symlinks=False)
                 raise Refused(f"{target}: exists; move it aside first (docs/backup.md)")
@@ -627,15 +660,21 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("textfile", help="the status as node_exporter textfile metrics (as root)")
     t.add_argument("--status", required=True)
     t.add_argument("--textfile-dir", required=True)
+    p = sub.add_parser("prepare", help="DST/HOST made as the service user's alone (as root)")
+    p.add_argument("--dst", required=True)
+    p.add_argument("--host", required=True)
+    p.add_argument("--user", required=True, help="VictoriaMetrics' user, who runs the backups")
     s = sub.add_parser("restore", help="a complete backup rebuilt as a new data directory")
     s.add_argument("--from", dest="source", required=True, help="DST/HOST/<UTC time>")
     s.add_argument("--to", required=True, help="the data directory to make (must not exist)")
     s.add_argument("--owner", help="the user that owns what is restored (VictoriaMetrics' user)")
     args = parser.parse_args(argv)
-    if args.command == "run" and (args.keep < 1 or "/" in args.host or args.host in ("", ".", "..")):
-        parser.error("--keep must be 1 or more and --host a plain name")
+    if args.command == "run" and args.keep < 1:
+        parser.error("--keep must be 1 or more")
+    if args.command in ("run", "prepare") and ("/" in args.host or args.host in ("", ".", "..")):
+        parser.error("--host must be a plain name")
     try:
-        return {"run": run, "textfile": textfile, "restore": restore}[args.command](args)
+        return {"run": run, "textfile": textfile, "restore": restore, "prepare": prepare}[args.command](args)
     except Refused as exc:
         print(f"vigil-vm-backup: {exc}", file=sys.stderr)
         return 2
