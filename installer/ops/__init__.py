@@ -16,6 +16,7 @@ from __future__ import annotations
 from vigil.installer.access import SiteAccess, curl_options, failure_reason, login_hint, site_access
 from vigil.installer.ops._invocation import Bytes, Event, EventSink, Invocation, Step, audited, record
 from vigil.installer.ops.audit import audit_checkpoint, audit_export, audit_records, audit_verify
+from vigil.installer.ops.backup import backup_status, backup_status_failure
 from vigil.installer.ops.bundle import (
     Built,
     Split,
@@ -99,6 +100,8 @@ __all__ = [
     "audit_records",
     "audit_verify",
     "audited",
+    "backup_status",
+    "backup_status_failure",
     "build_bundle",
     "check_inventory",
     "curl_options",

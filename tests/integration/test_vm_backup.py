@@ -242,3 +242,106 @@ def test_an_incomplete_or_damaged_backup_is_refused_and_nothing_is_made(
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".r2")] == []  # the staging removed too
     (line,) = res.stderr.strip().splitlines()
     assert line.startswith(f"vigil-vm-backup: {torn}: holds ") and line.endswith("(a damaged backup)")
+
+
+# --- vigil backup status, from a real VictoriaMetrics holding the backup metrics -------------------------
+
+
+def _vigil(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "VIGIL_HOME": str(home), "VIGIL_AUDIT_SYSLOG": ""}
+    env.pop("VIGIL_VM_URL", None)
+    exe = Path(sys.executable).with_name("vigil")
+    return subprocess.run(
+        [str(exe), *args], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
+
+
+def _metrics(vm: VM, now: int, hosts: dict[str, dict[str, float]]) -> None:
+    lines = []
+    for host, values in hosts.items():
+        for name, value in values.items():
+            lines.append(f'vigil_backup_{name}{{instance="{host}",job="node_exporter"}} {value} {now * 1000}')
+    _get(f"{vm.url}/api/v1/import/prometheus", "\n".join(lines).encode())
+    _get(f"{vm.url}/internal/force_flush")
+
+
+def test_backup_status_shows_each_host_and_fails_on_a_stale_one(shipped: Path, tmp_path: Path) -> None:
+    vm = VM(shipped, tmp_path / "data")
+    try:
+        now = int(time.time())
+        _metrics(
+            vm,
+            now,
+            {
+                "mon01": {
+                    "last_success_timestamp_seconds": now - 3 * 3600,
+                    "last_size_bytes": 3 * 1024**3,
+                    "last_duration_seconds": 412.5,
+                    "last_run_timestamp_seconds": now - 3 * 3600,
+                    "last_run_success": 1,
+                    "completed": 7,
+                },
+                "mon02": {
+                    "last_success_timestamp_seconds": now - 3 * 86400,
+                    "last_size_bytes": 1000,
+                    "last_run_timestamp_seconds": now - 3600,
+                    "last_run_success": 0,
+                    "completed": 2,
+                },
+            },
+        )
+        home = tmp_path / "home"
+        deadline = time.monotonic() + 30
+        while True:  # the samples answer queries once VictoriaMetrics has indexed them
+            res = _vigil(home, "backup", "status", "--vm", vm.url, "--json")
+            if res.stdout.count('"host"') == 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert res.returncode == 1, res.stderr
+        got = {h["host"]: h for h in json.loads(res.stdout)}
+        assert got["mon01"]["stale"] is False and got["mon01"]["size_bytes"] == 3 * 1024**3
+        assert got["mon01"]["completed"] == 7 and got["mon01"]["last_run_ok"] is True
+        assert got["mon02"]["stale"] is True and got["mon02"]["last_run_ok"] is False
+        assert res.stderr.strip().splitlines() == [
+            "FAIL: mon02: the newest complete backup is over 2 days old; see docs/runbooks/BackupStale.md"
+        ]
+        text = _vigil(home, "backup", "status", "--vm", vm.url)
+        lines = text.stdout.splitlines()
+        assert lines[0].split() == [
+            "HOST",
+            "LAST",
+            "COMPLETE",
+            "(UTC)",
+            "AGE",
+            "SIZE",
+            "LAST",
+            "RUN",
+            "KEPT",
+            "STATE",
+        ]
+        assert lines[1].startswith("mon01 ") and "3.0 h" in lines[1]
+        assert "3.0 GiB" in lines[1] and lines[1].endswith("ok")
+        assert "3.0 d" in lines[2] and "failed" in lines[2] and lines[2].endswith("STALE")
+        # each status leaves an audit record, the stale host named
+        show = _vigil(home, "audit", "show", "--json")
+        records = [r for r in json.loads(show.stdout) if r.get("action") == "backup.status"]
+        assert len(records) == 2 and records[-1]["object"] == vm.url
+        assert records[-1]["details"]["stale"] == ["mon02"] and records[-1]["outcome"] == "failed"
+    finally:
+        vm.stop()
+
+
+def test_backup_status_without_any_backup_metrics_says_how_to_enable_them(
+    shipped: Path, tmp_path: Path
+) -> None:
+    vm = VM(shipped, tmp_path / "data")
+    try:
+        res = _vigil(tmp_path / "home", "backup", "status", "--vm", vm.url)
+        assert res.returncode == 1 and res.stdout == ""
+        assert res.stderr.strip().splitlines() == [
+            f"FAIL: VictoriaMetrics {vm.url}: no host has backup metrics (vigil_backup_*): set "
+            "victoriametrics_backup_enabled and victoriametrics_backup_dst, deploy, and wait for the first "
+            "run (docs/backup.md)"
+        ]
+    finally:
+        vm.stop()

@@ -191,10 +191,12 @@ def test_textfile_writes_the_metrics_promtool_accepts(tmp_path: Path, textfile: 
         ("link", "cannot open (Too many levels of symbolic links)"),
         ("fifo", "not a regular file"),
         ("x" * 70000, "larger than 65536 bytes"),
-        ('{"format": 1, "last_run": NaN, "last_run_success": true, "completed": 0, "last": null}', "last_run or"),
+        ('{"format": 1, "last_run": NaN, "last_run_success": true, "completed": 0, "last": null}',
+         "last_run or"),
         ('{"format": 1, "last_run": 1, "last_run_success": true, "completed": 0, "last": {"started": 5, '
          '"finished": 1, "bytes": 1, "files": 1}}', "last finished before it started"),
-        ('{"format": 1, "last_run": 1, "last_run_success": "yes", "completed": 0, "last": null}', "last_run or"),
+        ('{"format": 1, "last_run": 1, "last_run_success": "yes", "completed": 0, "last": null}',
+         "last_run or"),
         ("[1, 2]", "not a status of format 1"),
     ],
 )  # fmt: skip
