@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 from vigil.installer import ops
 from vigil.installer.cli._common import json_option
 from vigil.installer.cli._output import emit_json, say, visible_tree
-from vigil.installer.reports.backups import HostBackups
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -63,7 +62,7 @@ def _size(n: float | None) -> str:
     return "-"  # pragma: no cover
 
 
-def table(hosts: list[HostBackups], now: float) -> list[str]:
+def table(hosts: list[ops.HostBackups], now: float) -> list[str]:
     """The status as aligned text lines: a header, then a line per host."""
     rows = [("HOST", "LAST COMPLETE (UTC)", "AGE", "SIZE", "LAST RUN", "KEPT", "STATE")]
     for h in hosts:

@@ -76,6 +76,7 @@ from vigil.installer.ops.upgrade import HostStatus, Outcome, upgrade
 from vigil.installer.ops.upgrade import outcome_message as upgrade_outcome_message
 from vigil.installer.ops.upgrade import plan_lines as upgrade_plan_lines
 from vigil.installer.ops.upgrade import status as site_status
+from vigil.installer.reports.backups import HostBackups
 
 __all__ = [
     "PKI_CA_DAYS",
@@ -87,6 +88,7 @@ __all__ = [
     "Event",
     "EventSink",
     "Generated",
+    "HostBackups",
     "HostStatus",
     "InventoryCheck",
     "Invocation",

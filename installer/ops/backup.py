@@ -7,10 +7,11 @@ import time
 from vigil.installer.ops._invocation import Invocation
 from vigil.installer.ops.report import victoriametrics
 from vigil.installer.reports import backups
+from vigil.installer.reports.backups import HostBackups
 from vigil.installer.reports.errors import ReportError
 
 
-def backup_status(inv: Invocation, *, vm: str | None, now: float | None = None) -> list[backups.HostBackups]:
+def backup_status(inv: Invocation, *, vm: str | None, now: float | None = None) -> list[HostBackups]:
     """Every host whose backup service has written its metrics, newest state first read from the
     VictoriaMetrics ``vm`` names (or the deployed monitoring host's). Raises when there are none: no
     host has backups enabled, or none has run yet."""
@@ -28,7 +29,7 @@ def backup_status(inv: Invocation, *, vm: str | None, now: float | None = None) 
     return hosts
 
 
-def backup_status_failure(hosts: list[backups.HostBackups], now: float) -> None:
+def backup_status_failure(hosts: list[HostBackups], now: float) -> None:
     """Raise for the first host whose newest complete backup is stale (after they were shown)."""
     bad = [h for h in hosts if h.stale(now)]
     if bad:
