@@ -104,13 +104,20 @@ def share(matcher: str, window: str | None = None) -> str:
     """Each job's share of a GPU now, per entity and job, joined to its account and partition: the
     entity's fraction split equally between the jobs on it. It keeps the GPU's ``modelName``.
 
-    ``window``: a job counts when its energy series had a sample in that window, not only now: a
-    job's last minute is charged the energy its own series counted up to its end (its series is
-    gone at the minute's end, and an instant share would leave that energy to no one)."""
-    held = f"last_over_time({ENERGY}{JOB}[{window}])" if window else PRESENT_JOB
-    jobs = f"group by ({ENTITY}, hpc_job, modelName) ({held})"
+    ``window`` (energy): a job counts when its energy series had a sample in that window, not only
+    now: a job's last minute is charged the energy its own series counted up to its end (its series
+    is gone at the minute's end, and an instant share would leave that energy to no one). The split
+    is between the jobs on the entity now, and only where none is there now between those of the
+    window: one job ending and the next starting on a GPU within a minute ran one after the other,
+    each charged its own series' increase in full, not half of it."""
+    present = f"group by ({ENTITY}, hpc_job, modelName) ({PRESENT_JOB})"
+    if window:
+        jobs = f"group by ({ENTITY}, hpc_job, modelName) (last_over_time({ENERGY}{JOB}[{window}]))"
+        split = f"(count by ({ENTITY}) ({present}) or count by ({ENTITY}) ({jobs}))"
+    else:
+        jobs, split = present, f"count by ({ENTITY}) ({present})"
     return (
-        f"{jobs} * on ({ENTITY}) group_left () (({fraction()}) / count by ({ENTITY}) ({jobs}))"
+        f"{jobs} * on ({ENTITY}) group_left () (({fraction()}) / {split})"
         f" * on (instance, hpc_job) group_left ({WHO}) {_info('1h', matcher)}"
     )
 
