@@ -36,6 +36,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from vigil.installer.cli import audit as audit_cli
+    from vigil.installer.cli import backup as backup_cli
     from vigil.installer.cli import bundle as bundle_cli
     from vigil.installer.cli import demo as demo_cli
     from vigil.installer.cli import deploy as deploy_cli
@@ -76,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         lab_cli,
         pki_cli,
         report_cli,
+        backup_cli,
         audit_cli,
         demo_cli,
         tui_cli,

@@ -16,6 +16,7 @@ from __future__ import annotations
 from vigil.installer.access import SiteAccess, curl_options, failure_reason, login_hint, site_access
 from vigil.installer.ops._invocation import Bytes, Event, EventSink, Invocation, Step, audited, record
 from vigil.installer.ops.audit import audit_checkpoint, audit_export, audit_records, audit_verify
+from vigil.installer.ops.backup import backup_status, backup_status_failure
 from vigil.installer.ops.bundle import (
     Built,
     Split,
@@ -75,6 +76,7 @@ from vigil.installer.ops.upgrade import HostStatus, Outcome, upgrade
 from vigil.installer.ops.upgrade import outcome_message as upgrade_outcome_message
 from vigil.installer.ops.upgrade import plan_lines as upgrade_plan_lines
 from vigil.installer.ops.upgrade import status as site_status
+from vigil.installer.reports.backups import HostBackups
 from vigil.installer.stack import Answer, Failure, ReadFailed, Replicas, StackError, TooLarge, split_urls
 
 __all__ = [
@@ -87,6 +89,7 @@ __all__ = [
     "Event",
     "EventSink",
     "Generated",
+    "HostBackups",
     "HostStatus",
     "InventoryCheck",
     "Invocation",
@@ -107,6 +110,8 @@ __all__ = [
     "audit_records",
     "audit_verify",
     "audited",
+    "backup_status",
+    "backup_status_failure",
     "build_bundle",
     "check_inventory",
     "curl_options",

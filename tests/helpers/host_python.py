@@ -31,6 +31,7 @@ HOST_SIDE_TESTS = (
     "tests/unit/roles/test_install_state.py",
     "tests/unit/roles/test_deployed_facts.py",
     "tests/unit/roles/test_tls_expiry.py",
+    "tests/unit/roles/test_vm_backup_script.py",
     "tests/unit/roles/test_unpack_wheel.py",
     "tests/unit/roles/test_audit_files.py",
     "tests/unit/exporters/test_gpusim.py",

@@ -12,6 +12,7 @@ CLI = Path(__file__).resolve().parents[3] / "installer" / "cli"
 
 #: subcommands whose output is data; each must take --json
 JSON = {
+    "backup status",
     "keys generate",
     "keys show",
     "trust show",

@@ -66,6 +66,9 @@ TEMPLATES: dict[str, tuple[str, str, dict[str, Any]]] = {
 ON_REQUEST: dict[str, tuple[str, str, dict[str, Any]]] = {
     "web.yml": ("_common", "web.yml.j2", {}),
     "alertmanager-web.yml": ("_common", "web.yml.j2", {"_common_web_credential": "api"}),
+    # (they need `victoriametrics_backup_dst`: tests/unit/roles/test_vm_backup_role.py)
+    "vigil-vm-backup.service": ("victoriametrics", "vigil-vm-backup.service.j2", {}),
+    "vigil-vm-backup.timer": ("victoriametrics", "vigil-vm-backup.timer.j2", {}),
 }
 UNITS = {
     "victoriametrics": ("_victoriametrics_exec_start", "victoriametrics_data_dir", True),

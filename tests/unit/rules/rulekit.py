@@ -207,6 +207,7 @@ SHIPPED_INTERVALS = {
     "vigil_gpu_alerts": "30s",
     "vigil_redfish": "30s",
     "vigil_certificates": "1m",
+    "vigil_backups": "1m",
     "vigil_accounting": "1m",
     "vigil_accounting_30d": "5m",
     "vigil_accounts": "5m",
