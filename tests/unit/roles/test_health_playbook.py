@@ -51,7 +51,7 @@ class Stack:
 
     health: int = 200
     count_up: str | None = "12"
-    #: instance -> job -> (timestamp offset from now, value)
+    #: instance -> job -> (timestamp offset from now, value); an offset over 1e9 is the timestamp itself
     targets: dict[str, dict[str, tuple[float, str]]] = field(default_factory=dict)
     groups: list[dict[str, Any]] = field(default_factory=list)
     silences: list[dict[str, Any]] = field(default_factory=list)
@@ -71,9 +71,10 @@ class Stack:
             series = [
                 {
                     "metric": {"__name__": "up", "job": job, "instance": instance},
-                    "values": [[now + off - 20, "1"], [now + off, value]],
+                    "values": [[at - 20, "1"], [at, value]],
                 }
                 for job, (off, value) in self.targets.get(instance, {}).items()
+                for at in [off if off > 1e9 else now + off]
             ]
             return 200, {"status": "success", "data": {"resultType": "matrix", "result": series}}
         if path == "/api/v1/rules":
@@ -309,11 +310,11 @@ def test_an_exporter_down_fails_the_host_it_runs_on_named_as_in_its_facts(
     assert host == "gpu01"
     assert msg.startswith("prometheus-node-exporter: down: up == 0 at "), msg
     assert msg.endswith("on gpu01 (as mon01 sees it)"), msg
-    # not scraped since the step began: the last sample is older (a step that began just now: the
-    # sample is 30 s before the query, which a slow first run could have put after the first `since`)
+    # not scraped since the step began: the last sample is older (its own timestamp, 10 s before
+    # the step began, however long the playbook takes to ask on a loaded machine)
     since = time.time() - 5
     healthy(state, since)
-    state.targets["gpu01"]["node_exporter"] = (-30, "1")
+    state.targets["gpu01"]["node_exporter"] = (since - 10, "1")
     host, msg = one_failure(health(tmp_path / "b", port, since))
     assert host == "gpu01" and msg.startswith("prometheus-node-exporter: not scraped since "), msg
     # a job the store should scrape there is not scraped at all
