@@ -14,9 +14,9 @@ from vigil.installer.lab.hosts import (
     ADMIN_IP,
     BRIDGE,
     DEFAULT_GPU_NODES,
+    DEFAULT_MONITORING_HOSTS,
     GPUS_PER_NODE,
     HOSTS,
-    DEFAULT_MONITORING_HOSTS,
     MAX_GPU_NODES,
     MAX_MONITORING_HOSTS,
     SUBNET,
@@ -47,7 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "lab",
         help="run the lab cluster: real systemd hosts with Slurm and simulated GPUs",
         description="The lab is Debian 12 hosts booted with systemd-nspawn on this machine: "
-        f"{_hosts_text()} (more GPU nodes with `lab up --gpu-nodes N`, a second monitoring host mon02 at 198.18.0.12 with `--monitoring-hosts 2`). They reach each other and "
+        f"{_hosts_text()} (more GPU nodes with `lab up --gpu-nodes N`, a second monitoring host mon02 at "
+        "198.18.0.12 with `--monitoring-hosts 2`). They reach each other and "
         f"the admin host on {SUBNET} and have no route "
         "anywhere else. Needs root. State lives in $VIGIL_LAB_DIR (default /var/lib/vigil-lab), the "
         "debootstrapped root file system in $VIGIL_LAB_CACHE (default /var/cache/vigil/lab).",
