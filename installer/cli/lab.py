@@ -14,9 +14,11 @@ from vigil.installer.lab.hosts import (
     ADMIN_IP,
     BRIDGE,
     DEFAULT_GPU_NODES,
+    DEFAULT_MONITORING_HOSTS,
     GPUS_PER_NODE,
     HOSTS,
     MAX_GPU_NODES,
+    MAX_MONITORING_HOSTS,
     SUBNET,
     host_by_name,
 )
@@ -45,7 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "lab",
         help="run the lab cluster: real systemd hosts with Slurm and simulated GPUs",
         description="The lab is Debian 12 hosts booted with systemd-nspawn on this machine: "
-        f"{_hosts_text()} (more GPU nodes with `lab up --gpu-nodes N`). They reach each other and "
+        f"{_hosts_text()} (more GPU nodes with `lab up --gpu-nodes N`, a second monitoring host mon02 at "
+        "198.18.0.12 with `--monitoring-hosts 2`). They reach each other and "
         f"the admin host on {SUBNET} and have no route "
         "anywhere else. Needs root. State lives in $VIGIL_LAB_DIR (default /var/lib/vigil-lab), the "
         "debootstrapped root file system in $VIGIL_LAB_CACHE (default /var/cache/vigil/lab).",
@@ -81,6 +84,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         metavar="N",
         help=f"GPU nodes gpu01..gpuNN at 198.18.0.21 and up, 1-{MAX_GPU_NODES} (default: the running "
         f"lab's size, else {DEFAULT_GPU_NODES}; docs/lab.md says what each node costs)",
+    )
+    u.add_argument(
+        "--monitoring-hosts",
+        type=int,
+        metavar="N",
+        help=f"monitoring hosts mon01..monNN, 1-{MAX_MONITORING_HOSTS}: mon01 at 198.18.0.10, monK at "
+        f"198.18.0.(10+K) (default: the running lab's size, else {DEFAULT_MONITORING_HOSTS}; two make the "
+        "monitoring pair, docs/ha.md)",
     )
     u.set_defaults(func=_up, action="lab.up")
 
@@ -175,7 +186,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def _up(args: argparse.Namespace, inv: ops.Invocation) -> int:
     with showing_progress(inv, steps="  ", bars=False):
-        res = ops.lab_up(inv, inventory_dir=args.inventory, mirror=args.mirror, gpu_nodes=args.gpu_nodes)
+        res = ops.lab_up(
+            inv,
+            inventory_dir=args.inventory,
+            mirror=args.mirror,
+            gpu_nodes=args.gpu_nodes,
+            monitoring_hosts=args.monitoring_hosts,
+        )
     degraded = [h for h in res.hosts if h.system != "running"]
     if args.json:
         emit_json(

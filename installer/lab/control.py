@@ -16,7 +16,7 @@ from vigil.installer.lab import bmc, cgroups, inventory, keys, network, nspawn, 
 from vigil.installer.lab import state as lab_state
 from vigil.installer.lab._proc import require_tools
 from vigil.installer.lab.errors import LabError, LabPrerequisiteMissing
-from vigil.installer.lab.hosts import BRIDGE, DEFAULT_GPU_NODES, Host, lab_hosts
+from vigil.installer.lab.hosts import BRIDGE, DEFAULT_GPU_NODES, DEFAULT_MONITORING_HOSTS, Host, lab_hosts
 from vigil.installer.lab.mirror import find_mirror
 from vigil.installer.lab.paths import LabPaths
 from vigil.installer.lab.ssh import ssh
@@ -155,10 +155,12 @@ def up(
     inventory_dir: Path = Path("inventories/lab"),
     mirror: str | None = None,
     gpu_nodes: int | None = None,
+    monitoring_hosts: int | None = None,
     log: Log = lambda _m: None,
 ) -> UpResult:
-    """Bring the lab up with GPU_NODES GPU nodes (default: the running lab's size, else
-    DEFAULT_GPU_NODES); hosts already running are left alone."""
+    """Bring the lab up with GPU_NODES GPU nodes and MONITORING_HOSTS monitoring hosts (default: the
+    running lab's size, else DEFAULT_GPU_NODES and DEFAULT_MONITORING_HOSTS); hosts already running
+    are left alone."""
     paths = paths or LabPaths.from_env()
     t0 = time.monotonic()
     _require_root()
@@ -173,8 +175,15 @@ def up(
                 f"--gpu-nodes {gpu_nodes}",
                 f"the lab is up with {st.gpu_nodes} GPU nodes; `vigil lab down` first",
             )
-        hosts = lab_hosts(gpu_nodes)
-        st.gpu_nodes = gpu_nodes
+        if monitoring_hosts is None:
+            monitoring_hosts = st.monitoring_hosts if st.hosts else DEFAULT_MONITORING_HOSTS
+        elif running and monitoring_hosts != st.monitoring_hosts:
+            raise LabError(
+                f"--monitoring-hosts {monitoring_hosts}",
+                f"the lab is up with {st.monitoring_hosts} monitoring hosts; `vigil lab down` first",
+            )
+        hosts = lab_hosts(gpu_nodes, monitoring_hosts)
+        st.gpu_nodes, st.monitoring_hosts = gpu_nodes, monitoring_hosts
         for name in [n for n in st.hosts if n not in {h.name for h in hosts}]:
             gone = st.hosts.pop(name)  # of a larger lab that is no longer running
             cgroups.remove(gone.cgroups)
@@ -263,7 +272,7 @@ def down(paths: LabPaths | None = None, *, log: Log = lambda _m: None) -> dict[s
     _require_root()
     with _locked(paths):
         st = lab_state.load(paths.state_file)
-        hosts = lab_hosts(st.gpu_nodes)
+        hosts = lab_hosts(st.gpu_nodes, st.monitoring_hosts)
         outcome: dict[str, str] = {}
         # 1. stop the containers, in parallel (each shutdown takes a few seconds); each stop returns
         # when that host's systemd-nspawn has exited, or fails after its bounded wait
@@ -304,7 +313,7 @@ def status(paths: LabPaths | None = None, *, probe: bool = True) -> dict[str, An
     """Each host's PID, whether it runs and what systemd says; the bridge and forwarding switches."""
     paths = paths or LabPaths.from_env()
     st = lab_state.load(paths.state_file)
-    lab = lab_hosts(st.gpu_nodes)
+    lab = lab_hosts(st.gpu_nodes, st.monitoring_hosts)
     hosts: list[HostReport] = []
 
     def one(host: Host) -> HostReport:
@@ -327,6 +336,7 @@ def status(paths: LabPaths | None = None, *, probe: bool = True) -> dict[str, An
         "ssh_key": st.ssh_key or None,
         "known_hosts": st.known_hosts or None,
         "gpu_nodes": st.gpu_nodes,
+        "monitoring_hosts": st.monitoring_hosts,
         "slurm_nodes": slurm_nodes(paths, lab) if probe and any_running else {},
         "hosts": [h.to_json() for h in hosts],
     }

@@ -41,19 +41,36 @@ DEFAULT_GPU_NODES = 2
 MAX_GPU_NODES = 99
 
 
+#: monitoring hosts `vigil lab up` starts unless told (`--monitoring-hosts N`): one, today's layout
+DEFAULT_MONITORING_HOSTS = 1
+#: mon01 has 198.18.0.10, the controller .11; monitoring host K >= 2 has 198.18.0.(10+K), below the
+#: GPU nodes' .21
+MAX_MONITORING_HOSTS = 9
+
+
 def _gpu_node(k: int) -> Host:
     return Host(f"gpu{k:02d}", f"198.18.0.{20 + k}", ("gpu_nodes",))
 
 
-def lab_hosts(gpu_nodes: int = DEFAULT_GPU_NODES) -> tuple[Host, ...]:
-    """The lab's hosts with GPU_NODES GPU nodes gpu01..gpuNN."""
-    if not 1 <= gpu_nodes <= MAX_GPU_NODES:
-        from vigil.installer.lab.errors import LabError
+def _monitoring_host(k: int) -> Host:
+    return Host(f"mon{k:02d}", f"198.18.0.{10 if k == 1 else 10 + k}", ("monitoring",))
 
+
+def lab_hosts(
+    gpu_nodes: int = DEFAULT_GPU_NODES, monitoring_hosts: int = DEFAULT_MONITORING_HOSTS
+) -> tuple[Host, ...]:
+    """The lab's hosts with MONITORING_HOSTS monitoring hosts mon01..monNN and GPU_NODES GPU nodes
+    gpu01..gpuNN."""
+    from vigil.installer.lab.errors import LabError
+
+    if not 1 <= gpu_nodes <= MAX_GPU_NODES:
         raise LabError(f"--gpu-nodes {gpu_nodes}", f"must be 1..{MAX_GPU_NODES}")
+    if not 1 <= monitoring_hosts <= MAX_MONITORING_HOSTS:
+        raise LabError(f"--monitoring-hosts {monitoring_hosts}", f"must be 1..{MAX_MONITORING_HOSTS}")
     return (
-        Host("mon01", "198.18.0.10", ("monitoring",)),
+        _monitoring_host(1),
         Host("ctl01", "198.18.0.11", ("slurm_controller",)),
+        *(_monitoring_host(k) for k in range(2, monitoring_hosts + 1)),
         *(_gpu_node(k) for k in range(1, gpu_nodes + 1)),
     )
 

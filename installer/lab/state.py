@@ -9,7 +9,7 @@ from typing import Any
 
 from vigil.basics.atomic import write_file_atomic
 from vigil.installer.lab.errors import LabError
-from vigil.installer.lab.hosts import DEFAULT_GPU_NODES, Host, lab_hosts
+from vigil.installer.lab.hosts import DEFAULT_GPU_NODES, DEFAULT_MONITORING_HOSTS, Host, lab_hosts
 
 FORMAT = 1
 
@@ -36,6 +36,8 @@ class LabState:
     inventory: str = ""
     #: the lab's size: GPU nodes gpu01..gpuNN (`lab up --gpu-nodes N`)
     gpu_nodes: int = DEFAULT_GPU_NODES
+    #: monitoring hosts mon01..monNN (`lab up --monitoring-hosts N`)
+    monitoring_hosts: int = DEFAULT_MONITORING_HOSTS
     hosts: dict[str, HostState] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -56,6 +58,7 @@ def load(path: Path) -> LabState:
             known_hosts=raw.get("known_hosts", ""),
             inventory=raw.get("inventory", ""),
             gpu_nodes=int(raw.get("gpu_nodes", DEFAULT_GPU_NODES)),
+            monitoring_hosts=int(raw.get("monitoring_hosts", DEFAULT_MONITORING_HOSTS)),
             hosts=hosts,
         )
     except (ValueError, TypeError, AttributeError) as exc:
@@ -74,4 +77,5 @@ def save(path: Path, state: LabState) -> None:
 def hosts_of(path: Path) -> tuple[Host, ...]:
     """The hosts of the lab whose state file is PATH, at the size it was brought up with (the default
     size when there is none)."""
-    return lab_hosts(load(path).gpu_nodes)
+    st = load(path)
+    return lab_hosts(st.gpu_nodes, st.monitoring_hosts)

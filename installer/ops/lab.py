@@ -13,11 +13,22 @@ from vigil.installer.ops._invocation import Invocation
 
 
 def lab_up(
-    inv: Invocation, *, inventory_dir: Path, mirror: str | None = None, gpu_nodes: int | None = None
+    inv: Invocation,
+    *,
+    inventory_dir: Path,
+    mirror: str | None = None,
+    gpu_nodes: int | None = None,
+    monitoring_hosts: int | None = None,
 ) -> lab.UpResult:
     """``lab.up``: build the root file system once, boot every host, write the inventory."""
     inv.object = "lab"
-    res = lab.up(inventory_dir=inventory_dir, mirror=mirror, gpu_nodes=gpu_nodes, log=inv.step)
+    res = lab.up(
+        inventory_dir=inventory_dir,
+        mirror=mirror,
+        gpu_nodes=gpu_nodes,
+        monitoring_hosts=monitoring_hosts,
+        log=inv.step,
+    )
     inv.details.update(
         inventory=str(res.inventory),
         cache=str(res.cache_rootfs),
@@ -25,6 +36,7 @@ def lab_up(
         started=[h.name for h in res.hosts if h.started_now],
         seconds=round(res.seconds, 1),
         gpu_nodes=len(res.slurm_nodes),
+        monitoring_hosts=sum(1 for h in res.hosts if h.name.startswith("mon")),
         hosts={h.name: {"pid": h.pid, "system": h.system} for h in res.hosts},
     )
     return res

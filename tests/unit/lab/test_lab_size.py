@@ -17,8 +17,10 @@ from vigil.installer.lab.errors import LabError
 from vigil.installer.lab.hosts import (
     ADMIN_IP,
     DEFAULT_GPU_NODES,
+    DEFAULT_MONITORING_HOSTS,
     HOSTS,
     MAX_GPU_NODES,
+    MAX_MONITORING_HOSTS,
     SUBNET,
     host_by_name,
     lab_hosts,
@@ -119,3 +121,46 @@ def test_a_state_file_of_before_the_size_was_recorded_is_the_default_lab(tmp_pat
     assert lab_state.load(path).gpu_nodes == 16
     assert [h.name for h in lab_state.hosts_of(path)][-1] == "gpu16"
     assert lab_state.hosts_of(tmp_path / "none.json") == HOSTS
+
+
+def test_a_second_monitoring_host_is_mon02_at_the_address_after_the_controller(tmp_path: Path) -> None:
+    hosts = lab_hosts(2, monitoring_hosts=2)
+    assert [(h.name, h.ip) for h in hosts if "monitoring" in h.groups] == [
+        ("mon01", "198.18.0.10"),
+        ("mon02", "198.18.0.12"),
+    ]
+    # the default lab keeps its four hosts; mon02 is a host of the pair's lab only
+    assert lab_hosts(2) == HOSTS and len(HOSTS) == 4
+    with pytest.raises(LabError, match="^mon02: no such lab host"):
+        host_by_name("mon02")
+    assert host_by_name("mon02", hosts).ip == "198.18.0.12"
+    # the largest lab: nine monitoring hosts and 99 GPU nodes, every address distinct on the subnet
+    big = lab_hosts(MAX_GPU_NODES, monitoring_hosts=MAX_MONITORING_HOSTS)
+    ips = [ipaddress.ip_address(h.ip) for h in big]
+    assert len(set(ips)) == len(big) == 2 + MAX_GPU_NODES + MAX_MONITORING_HOSTS - 1
+    assert all(ip in ipaddress.ip_network(SUBNET) and ip != ipaddress.ip_address(ADMIN_IP) for ip in ips)
+    # both are in the inventory's monitoring group, and every host knows mon02 by name
+    paths = LabPaths(lab_dir=tmp_path / "lab", cache_dir=tmp_path / "cache")
+    groups = inventory.inventory_data(paths, hosts)["all"]["children"]
+    assert groups["monitoring"]["hosts"] == {
+        "mon01": {"ansible_host": "198.18.0.10"},
+        "mon02": {"ansible_host": "198.18.0.12"},
+    }
+    assert "198.18.0.12\tmon02" in prepare.etc_hosts(hosts).splitlines()
+    # mon02 runs no Slurm daemon
+    assert "mon02" not in slurm.slurm_conf(hosts)
+
+
+@pytest.mark.parametrize("n", [0, MAX_MONITORING_HOSTS + 1])
+def test_a_monitoring_size_out_of_range_is_refused(n: int) -> None:
+    with pytest.raises(LabError, match=rf"^--monitoring-hosts {n}: must be 1\.\.{MAX_MONITORING_HOSTS}$"):
+        lab_hosts(2, monitoring_hosts=n)
+
+
+def test_the_state_file_keeps_the_number_of_monitoring_hosts(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps({"format": 1, "cache_rootfs": "/c", "hosts": {}}))
+    assert lab_state.load(path).monitoring_hosts == DEFAULT_MONITORING_HOSTS == 1
+    lab_state.save(path, lab_state.LabState(monitoring_hosts=2))
+    assert lab_state.load(path).monitoring_hosts == 2
+    assert [h.name for h in lab_state.hosts_of(path)][:3] == ["mon01", "ctl01", "mon02"]
