@@ -250,3 +250,38 @@ def test_nft_loads_the_pairs_rulesets(pair_rulesets: dict[str, str], tmp_path: P
             )
         ]
         assert len(udp) == 3, host  # v4 and v6 accept, then the drop
+
+
+def _vmalert_preflight(tmp: Path, flags: dict[str, list[str]]) -> str:
+    tmp.mkdir(parents=True)
+    inv = copy.deepcopy(PAIR)
+    for host, host_flags in flags.items():
+        inv["all"]["children"]["monitoring"]["hosts"][host]["vmalert_extra_flags"] = host_flags
+    play = [
+        {
+            "name": "vmalert preflight",
+            "hosts": "mon01",
+            "gather_facts": False,
+            "tasks": [{"ansible.builtin.import_role": {"name": "vmalert", "tasks_from": "preflight"}}],
+        }
+    ]
+    res = run_playbook(tmp, play, inv, contract_vars(tmp / "home"))
+    return " ".join((res.stdout + res.stderr).split())
+
+
+def test_vmalerts_that_label_their_alerts_apart_are_refused(tmp_path: Path) -> None:
+    out = _vmalert_preflight(
+        tmp_path / "apart",
+        {"mon01": ["-external.label=replica=a"], "mon02": ["-external.label=replica=b", "-loggerLevel=WARN"]},
+    )
+    assert (
+        "the `-external.label` flags in `vmalert_extra_flags` differ between the hosts of group monitoring"
+        in out
+    )
+    assert '"-external.label=replica=a" / "-external.label=replica=b"' in out
+    # the same labels on both (other flags may differ): this check passes
+    out = _vmalert_preflight(
+        tmp_path / "alike",
+        {"mon01": ["-external.label=site=a"], "mon02": ["-loggerLevel=WARN", "-external.label=site=a"]},
+    )
+    assert re.search(r"label their alerts alike\] \**\s*ok: \[mon01\]", out), out[-2000:]
