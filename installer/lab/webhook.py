@@ -49,7 +49,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         receiver = self.server.receiver
-        self.timeout = receiver.timeout  # each read of the socket
+        self.request.settimeout(receiver.timeout)  # each read of the socket
         super().setup()
         # the whole request: a client that trickles its bytes is cut off all the same
         self._deadline = threading.Timer(receiver.timeout, self._cut)
@@ -158,7 +158,7 @@ class WebhookReceiver:
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
+        host, port = self._server.socket.getsockname()[:2]
         return f"http://{host}:{port}/"
 
     def start(self) -> WebhookReceiver:
