@@ -271,6 +271,16 @@ def _gossip_address(member: Member) -> str:
     return flag.split("=", 1)[1]
 
 
+def _bound(proto: str, port: int) -> bool:
+    """Whether a socket of PROTO (tcp, udp) is bound to PORT on this host (IPv4 or IPv6)."""
+    for table in (f"/proc/net/{proto}", f"/proc/net/{proto}6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local = line.split()[1]
+            if int(local.rsplit(":", 1)[1], 16) == port:
+                return True
+    return False
+
+
 def _alert(name: str, instance: str, generator: str) -> dict[str, Any]:
     now = datetime.now(UTC)
     return {
@@ -410,6 +420,11 @@ def test_the_pair_notifies_once_shares_silences_and_survives_a_member(site: dict
     for member in members.values():
         log = member.log.read_text()
         assert "using TLS for gossip" in log, member.name
+    # with TLS the gossip is TCP only: no UDP socket on the gossip ports (the firewall's UDP rule is
+    # for gossip in the clear)
+    for hv in site["hosts"].values():
+        assert _bound("tcp", hv["alertmanager_cluster_port"]), hv
+        assert not _bound("udp", hv["alertmanager_cluster_port"]), hv
 
     # the intruders start now and try for the whole test
     intruders = {
