@@ -66,6 +66,7 @@ TEMPLATES: dict[str, tuple[str, str, dict[str, Any]]] = {
 ON_REQUEST: dict[str, tuple[str, str, dict[str, Any]]] = {
     "web.yml": ("_common", "web.yml.j2", {}),
     "alertmanager-web.yml": ("_common", "web.yml.j2", {"_common_web_credential": "api"}),
+    "cluster-tls.yml": ("alertmanager", "cluster-tls.yml.j2", {}),
     # (they need `victoriametrics_backup_dst`: tests/unit/roles/test_vm_backup_role.py)
     "vigil-vm-backup.service": ("victoriametrics", "vigil-vm-backup.service.j2", {}),
     "vigil-vm-backup.timer": ("victoriametrics", "vigil-vm-backup.timer.j2", {}),
@@ -77,6 +78,19 @@ UNITS = {
     "node_exporter": ("_node_exporter_exec_start", "node_exporter_data_dir", False),
     "grafana": ("_grafana_exec_start", "grafana_data_dir", False),
 }
+
+
+def exec_argv(unit: str) -> list[str]:
+    """The command line of a rendered unit's ExecStart (one argument a line, as _common's
+    service.j2 writes it)."""
+    lines = unit.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("ExecStart="))
+    argv = [lines[start].removeprefix("ExecStart=")]
+    while argv[-1].endswith(" \\"):
+        argv[-1] = argv[-1].removesuffix(" \\")
+        start += 1
+        argv.append(lines[start].strip())
+    return argv
 
 
 def contract_vars(store: Path, artifacts: dict[str, tuple[str, str]] | None = None) -> dict[str, Any]:

@@ -86,6 +86,7 @@ def test_the_port_fallbacks_agree_with_each_roles_default() -> None:
     fallbacks = _load(ROLE / "vars" / "main.yml")["_firewall_port_defaults"]
     for name, port in fallbacks.items():
         role = "audit" if name.startswith("audit_") else name.removesuffix("_port").removesuffix("_bmcsim")
+        role = "alertmanager" if name.startswith("alertmanager_") else role
         assert _load(ROLES / role / "defaults" / "main.yml")[name] == port, name
 
 
