@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 
 import pytest
 
@@ -34,6 +35,9 @@ from tests.helpers.measured import FIGURES
 # Every vigil command sends its audit checkpoint to syslog (the witness, docs/audit.md); a test run
 # must not fill the developer's own syslog. Tests of the witness name their own socket.
 os.environ.setdefault("VIGIL_AUDIT_SYSLOG", "")
+# `vigil upgrade` and `rollback` install the admin host's vigil from the bundle (docs/upgrade.md): a
+# test run does so in a directory of its own, never in the machine's /opt/vigil/admin.
+os.environ.setdefault("VIGIL_ADMIN_ROOT", tempfile.mkdtemp(prefix="vigil-admin-root-"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
