@@ -146,10 +146,20 @@ def listing(root: Path) -> list[str]:
     return sorted(p.name for p in root.iterdir()) if root.exists() else []
 
 
-def test_installs_offline_beside_the_old_switches_current_and_back(site: dict[str, Any]) -> None:
+def test_installs_offline_beside_the_old_switches_current_and_back(
+    site: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     root: Path = site["root"]
+    # the caller's pip settings and home are not pip's: with them it would install elsewhere
+    elsewhere, home = site["tmp"] / "pip-target", site["tmp"] / "admin-home"
+    elsewhere.mkdir()
+    home.mkdir()
+    monkeypatch.setenv("PIP_TARGET", str(elsewhere))
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.setenv("HOME", str(home))
     lines: list[str] = []
     step = install(root, stored(site, 1), lines)
+    assert listing(elsewhere) == [] and listing(home) == []
     assert os.readlink(root / "current") == "9.1.0-bundle1"
     assert step.details["installed"] == "new" and step.details["switched"] is True
     out = subprocess.run(
