@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 import pytest
 
 from tests.factories import Member, craft_bundle, make_key, make_trust
+from tests.helpers.release import Imported
 from vigil.bundle.errors import TamperedFile
 from vigil.bundle.store import BundleStore
 from vigil.bundle.trust import load_root
@@ -277,6 +279,19 @@ def test_a_version_that_could_name_a_path_is_refused(site: dict[str, Any], decla
     assert not (site["tmp"] / "etc").exists()
 
 
+def test_a_bundle_without_vigils_wheel_is_refused_naming_no_admin(site: dict[str, Any]) -> None:
+    """As an `upstream` channel bundle is today (bundle/catalog/upstream.yaml ships no vigil wheel)."""
+    root: Path = site["root"]
+    bundle = import_crafted(site, 3, admin_members("9.3.0")[1:])  # the dependency and the roles only
+    with pytest.raises(DeployError) as err:
+        install(root, bundle)
+    assert str(err.value) == (
+        "bundle 3: carries no vigil wheel under components/vigil/wheels/; it cannot install the admin "
+        "host (pass --no-admin to upgrade the hosts only)"
+    )
+    assert listing(root) == [".lock"]
+
+
 def test_a_second_install_at_the_same_time_is_refused(site: dict[str, Any]) -> None:
     root: Path = site["root"]
     holder = subprocess.Popen(  # another vigil holding the root's lock, in a process of its own
@@ -426,3 +441,46 @@ def test_vigil_upgrade_installs_the_admin_host_after_the_hosts_and_status_shows_
     assert json.loads(capsys.readouterr().out)["admin"]["current"] == "9.1.0-bundle1"
     assert os.readlink(root / "current") == "9.1.0-bundle1"
     assert audit(site["home"], "rollback.admin")[-1]["outcome"] == "ok"
+
+
+def test_the_real_bundles_wheels_install_offline_and_the_installed_vigil_verifies_it(
+    imported_release: Imported, tmp_path: Path, measured: Any
+) -> None:
+    """The debian bundle the session built (vigil and its dependencies as wheels: ansible-core,
+    cryptography, textual, ...), installed by the admin step and then run from `current`."""
+    home = imported_release.home
+    bundle = open_stored(
+        BundleStore(home), load_root(ops.installed_trust_path(home)), imported_release.release.version
+    )
+    root = tmp_path / "admin"
+    t0 = time.monotonic()
+    step = install(root, bundle)
+    measured(
+        "admin host: the debian bundle's vigil installed (new environment, pip, byte code)",
+        time.monotonic() - t0,
+    )
+    assert step.details["installed"] == "new" and step.details["wheels"] > 20, step.details
+    vigil = root / "current" / "bin" / "vigil"
+    env = {"PATH": "/usr/bin:/bin", "VIGIL_HOME": str(tmp_path / "home"), "VIGIL_AUDIT_SYSLOG": ""}
+    release = imported_release.release
+    res = subprocess.run(
+        [str(vigil), "bundle", "verify", str(release.bundle), "--trust", str(release.trust)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith(f"OK: {release.bundle.name}: version 1, "), res.stdout
+    # the installed vigil answers from its own version directory, not from this checkout
+    res = subprocess.run(
+        [
+            str(root / "current" / "bin" / "python"),
+            "-I",
+            "-c",
+            "import vigil.installer; print(vigil.installer.__file__)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert Path(res.stdout.strip()).resolve().is_relative_to((root / step.details["target"]).resolve())
