@@ -32,7 +32,8 @@ same vigil version with different wheels never share one. The steps, in order:
    written, and the environment renamed to its version directory: a half-made environment never
    has a version directory's name, let alone ``current``;
 7. the switch (only after the site's upgrade succeeded): a new link made beside ``current`` and
-   renamed over it, which is atomic.
+   renamed over it, which is atomic;
+8. the versions other than ``current``, the one before it and the one running are removed.
 """
 
 from __future__ import annotations
@@ -450,6 +451,30 @@ class AdminStep:
         self.details.update(switched=True, current=plan.dirname)
         old = self._previous.dirname if self._previous else "none"
         self.say(f"admin host: {link} -> {plan.dirname} (was {old})")
+        self._prune(keep={plan.dirname, old})
+
+    def _prune(self, keep: set[str]) -> None:
+        """Step 8: as the hosts keep two versions of a component, the root keeps ``current`` and the
+        one before it (a rollback's switch is then a rename), and the version this vigil runs from.
+        Only a real directory of vigil's name with an install record is removed; anything else is
+        left and said."""
+        running = Path(sys.prefix).resolve()
+        removed: list[str] = []
+        for entry in sorted(os.listdir(self.root)):
+            if entry in keep or not _DIRNAME.fullmatch(entry):
+                continue
+            try:
+                there = read_installed(self.root, entry)
+            except DeployError as exc:
+                self.say(f"admin host: left {exc}")
+                continue
+            if there.path.resolve() == running:
+                continue
+            shutil.rmtree(there.path)
+            removed.append(entry)
+        if removed:
+            self.details.update(removed=removed)
+            self.say(f"admin host: removed {', '.join(removed)} (older than the two kept)")
 
     # --- the install -------------------------------------------------------------------------
 

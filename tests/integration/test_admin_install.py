@@ -436,10 +436,13 @@ def test_vigil_upgrade_installs_the_admin_host_after_the_hosts_and_status_shows_
         and admin["running_current"] is False
     )
 
-    # rollback to bundle 1 (the admin host never ran it): installed, and current switched
+    # rollback to bundle 1 (the admin host never ran it): installed, and current switched; the
+    # version never switched to (bundle 3's) removed, the one before kept
     assert main([*argv[:2], "rollback", *argv[3:], "--to", "1", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["admin"]["current"] == "9.1.0-bundle1"
+    out = json.loads(capsys.readouterr().out)["admin"]
+    assert out["current"] == "9.1.0-bundle1" and out["removed"] == ["9.3.0-bundle3"], out
     assert os.readlink(root / "current") == "9.1.0-bundle1"
+    assert listing(root) == [".lock", "9.1.0-bundle1", "9.2.0-bundle2", "current"]
     assert audit(site["home"], "rollback.admin")[-1]["outcome"] == "ok"
 
 
