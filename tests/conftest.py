@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
+from collections.abc import Iterator
 
 import pytest
 
@@ -35,9 +35,6 @@ from tests.helpers.measured import FIGURES
 # Every vigil command sends its audit checkpoint to syslog (the witness, docs/audit.md); a test run
 # must not fill the developer's own syslog. Tests of the witness name their own socket.
 os.environ.setdefault("VIGIL_AUDIT_SYSLOG", "")
-# `vigil upgrade` and `rollback` install the admin host's vigil from the bundle (docs/upgrade.md): a
-# test run does so in a directory of its own, never in the machine's /opt/vigil/admin.
-os.environ.setdefault("VIGIL_ADMIN_ROOT", tempfile.mkdtemp(prefix="vigil-admin-root-"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -83,3 +80,18 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         for line in FIGURES.lines():
             terminalreporter.write_line(line)
     FIGURES.write()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def vigil_admin_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """`vigil upgrade` and `rollback` install the admin host's vigil from the bundle (docs/upgrade.md):
+    a test session does so in a directory of its own (removed with the session's others), never in
+    the machine's /opt/vigil/admin. Set before any other fixture copies the environment."""
+    if os.environ.get("VIGIL_ADMIN_ROOT"):
+        yield
+        return
+    os.environ["VIGIL_ADMIN_ROOT"] = str(tmp_path_factory.mktemp("admin-root"))
+    try:
+        yield
+    finally:
+        os.environ.pop("VIGIL_ADMIN_ROOT", None)
