@@ -73,8 +73,12 @@ CURRENT = "current"
 #: a version as it may become a directory's name: no slash, no "..", not hidden
 _VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+!_-]{0,63}")
 _DIRNAME = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+!_-]{0,63}-bundle[0-9]{1,20}")
-#: a wheel's file name: name-version(-build)?-python-abi-platform.whl (PEP 427)
-_WHEEL = re.compile(r"([A-Za-z0-9_.]+)-([^-/]+)(-[0-9][^-/]*)?-[^-/]+-[^-/]+-[^-/]+\.whl")
+#: a wheel's file name: name-version(-build)?-python-abi-platform.whl (PEP 427), in the characters
+#: those parts may hold: the name and version go into pip's requirements file, where a space would
+#: start an option
+_WHEEL = re.compile(
+    r"([A-Za-z0-9_.]+)-([A-Za-z0-9_.+!]+)(-[0-9][A-Za-z0-9_.]*)?-[A-Za-z0-9_.]+-[A-Za-z0-9_.]+-[A-Za-z0-9_.]+\.whl"
+)
 #: how long pip and the checks may take before the install is given up (seconds)
 PIP_TIMEOUT = 900
 

@@ -292,6 +292,18 @@ def test_a_bundle_without_vigils_wheel_is_refused_naming_no_admin(site: dict[str
     assert listing(root) == [".lock"]
 
 
+def test_a_wheel_name_that_would_be_an_option_in_pips_requirements_is_refused(site: dict[str, Any]) -> None:
+    root: Path = site["root"]
+    members = admin_members("9.3.0")
+    members[1] = Member(f"components/vigil-deps/wheels/{DEP}-1.0 ;x=1-py3-none-any.whl", dep_wheel())
+    bundle = import_crafted(site, 3, members, edit=set_vigil_version("9.3.0"))
+    with pytest.raises(
+        AdminRefused, match=r"^bundle 3: components/vigil-deps/wheels/.*: not a wheel's file name$"
+    ):
+        install(root, bundle)
+    assert listing(root) == [".lock"]
+
+
 def test_a_second_install_at_the_same_time_is_refused(site: dict[str, Any]) -> None:
     root: Path = site["root"]
     holder = subprocess.Popen(  # another vigil holding the root's lock, in a process of its own
