@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 
 import pytest
 
@@ -79,3 +80,18 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         for line in FIGURES.lines():
             terminalreporter.write_line(line)
     FIGURES.write()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def vigil_admin_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """`vigil upgrade` and `rollback` install the admin host's vigil from the bundle (docs/upgrade.md):
+    a test session does so in a directory of its own (removed with the session's others), never in
+    the machine's /opt/vigil/admin. Set before any other fixture copies the environment."""
+    if os.environ.get("VIGIL_ADMIN_ROOT"):
+        yield
+        return
+    os.environ["VIGIL_ADMIN_ROOT"] = str(tmp_path_factory.mktemp("admin-root"))
+    try:
+        yield
+    finally:
+        os.environ.pop("VIGIL_ADMIN_ROOT", None)

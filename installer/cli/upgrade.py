@@ -20,16 +20,33 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         type=Path,
         help="use this Ansible tree instead of the bundles' (development only; recorded)",
     )
+    root = argparse.ArgumentParser(add_help=False)
+    root.add_argument(
+        "--admin-root",
+        type=Path,
+        metavar="DIR",
+        help="the admin host's vigil installs: DIR/<version>-bundle<N>/ and DIR/current "
+        "(default: $VIGIL_ADMIN_ROOT, else /opt/vigil/admin)",
+    )
+    admin = argparse.ArgumentParser(add_help=False, parents=[root])
+    admin.add_argument(
+        "--no-admin",
+        action="store_true",
+        help="leave the admin host's vigil alone (a site that runs vigil from elsewhere; recorded)",
+    )
 
     p = sub.add_parser(
         "upgrade",
-        parents=[inventory, trust_option(), json_option()],
+        parents=[inventory, admin, trust_option(), json_option()],
         help="upgrade the site to an imported bundle, rolling, with automatic rollback",
         description="Upgrade every host to an imported bundle (default: the highest). The plan (per host and "
         "component, old -> new) is shown first; --check stops there. Then the GPU nodes and the controller, "
         "--serial at a time, then on the monitoring hosts every service but VictoriaMetrics, and "
         "VictoriaMetrics last; each step is health-checked. A failed check switches that step's hosts "
-        "back to their previous bundle, stops, and exits 1. A rerun skips what is already at the target.",
+        "back to their previous bundle, stops, and exits 1. A rerun skips what is already at the target. "
+        "The admin host's own vigil comes from the same bundle: its wheels are installed offline into "
+        "--admin-root/<version>-bundle<N>/ before the first step, and --admin-root/current is switched "
+        "to it after the last health check (--no-admin: not).",
     )
     p.add_argument("--to", type=int, metavar="VERSION", help="bundle version (default: the highest imported)")
     p.add_argument("--serial", type=int, default=1, metavar="N", help="hosts changed at a time (default 1)")
@@ -43,11 +60,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     p = sub.add_parser(
         "rollback",
-        parents=[inventory, trust_option(), json_option()],
+        parents=[inventory, admin, trust_option(), json_option()],
         help="return the site to the previous (or named) deployed bundle",
         description="Return every host to the bundle the site ran before the current one (from the site "
         "history, $VIGIL_HOME/site/history.jsonl), or to --to VERSION, the same way as an upgrade. A store "
-        "rollback that the older VictoriaMetrics could not read is refused.",
+        "rollback that the older VictoriaMetrics could not read is refused. The admin host's "
+        "--admin-root/current goes back to that bundle's vigil too (--no-admin: not).",
     )
     p.add_argument("--to", type=int, metavar="VERSION", help="bundle version (default: the previous one)")
     p.add_argument("--serial", type=int, default=1, metavar="N", help="hosts changed at a time (default 1)")
@@ -61,7 +79,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     p = sub.add_parser(
         "status",
-        parents=[inventory, trust_option(), json_option("hosts' status")],
+        parents=[inventory, root, trust_option(), json_option("hosts' status")],
         help="each host's components, versions, bundle and drift",
         description="Read each host's facts file (written by every deploy) and re-hash the binaries, units "
         "and configuration it lists. Changes nothing. Exit 1 when a host drifted from what was deployed, "
@@ -84,6 +102,8 @@ def _upgrade(args: argparse.Namespace, inv: ops.Invocation) -> int:
             rollback=args.rollback,
             keep_store=args.keep_store,
             ansible_dir=args.ansible_dir,
+            admin=not args.no_admin,
+            admin_root_dir=args.admin_root,
         )
     if args.json:
         emit_json(
@@ -98,11 +118,14 @@ def _upgrade(args: argparse.Namespace, inv: ops.Invocation) -> int:
                 "tls": out.tls,
                 "files": out.files,
                 "files_unknown": out.files_unknown,
+                "admin": out.admin,
             }
         )
         return 0
     if out.checked_only:
         say(*ops.upgrade_plan_lines(out.changes, out.target, out.files, out.files_unknown))
+        if out.admin.get("plan"):
+            say(f"  {out.admin['plan']}")
     ok(f"{args.action} {out.upgrade_id}", ops.upgrade_outcome_message(out))
     return 0
 
@@ -126,10 +149,24 @@ def _status_lines(hosts: dict[str, ops.HostStatus]) -> list[str]:
     return lines
 
 
+def admin_line(a: ops.AdminState) -> str:
+    """The admin host's line of ``vigil status``."""
+    here = "this vigil" if a.running_current else f"this vigil {a.running_version} from {a.running_prefix}"
+    if a.problem:
+        return f"admin host: {a.problem}; {here}"
+    if a.current is None:
+        return f"admin host: no vigil installed under {a.root} (no current); {here}"
+    return (
+        f"admin host: vigil {a.current.vigil_version} (bundle {a.current.bundle_version}) "
+        f"{a.root / 'current'} -> {a.current.dirname}; {here}"
+    )
+
+
 def _status(args: argparse.Namespace, inv: ops.Invocation) -> int:
     hosts = ops.site_status(
         inv, inventory=args.inventory, trust=args.trust, limit=args.limit, ansible_dir=args.ansible_dir
     )
+    admin = ops.admin_status(args.admin_root)
     bad = sorted(
         h
         for h, s in hosts.items()
@@ -138,8 +175,15 @@ def _status(args: argparse.Namespace, inv: ops.Invocation) -> int:
         or any(s.services.get(c.service, "active") != "active" for c in s.components.values() if c.service)
     )
     if args.json:
-        emit_json({"hosts": {h: s.to_json() for h, s in sorted(hosts.items())}, "attention": bad})
+        emit_json(
+            {
+                "admin": admin.to_json(),
+                "hosts": {h: s.to_json() for h, s in sorted(hosts.items())},
+                "attention": bad,
+            }
+        )
     else:
+        say(admin_line(admin))
         say(*_status_lines(hosts))  # what the hosts reported: escapes shown, one line each
         if not bad:
             ok("status", f"{len(hosts)} hosts as deployed")

@@ -232,8 +232,10 @@ class SiteLock:
     file owned by this user; its content is only ever shown, never trusted.
     """
 
-    def __init__(self, home: Path, holder: str) -> None:
-        self.path = lock_path(home)
+    def __init__(self, home: Path, holder: str, *, path: Path | None = None, name: str = "site") -> None:
+        #: another lock file of the same kind (the admin host's install root: deploy/admin.py)
+        self.path = path or lock_path(home)
+        self.name = name
         self.holder = holder
         self._fd: int | None = None
 
@@ -243,18 +245,18 @@ class SiteLock:
         try:
             fd = os.open(self.path, flags, 0o600)
         except OSError as exc:
-            raise DeployError(str(self.path), f"cannot open the site lock: {exc.strerror}") from None
+            raise DeployError(str(self.path), f"cannot open the {self.name} lock: {exc.strerror}") from None
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
-                raise DeployError(str(self.path), "the site lock is not a regular file of this user")
+                raise DeployError(str(self.path), f"the {self.name} lock is not a regular file of this user")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 other = os.pread(fd, 512, 0).decode(errors="replace").strip()
                 other = "".join(ch if ch.isprintable() else "?" for ch in other)
                 raise DeployError(
-                    "site",
+                    self.name,
                     f"busy: {other or 'another run'} holds {self.path}; wait for it to finish",
                 ) from None
             os.ftruncate(fd, 0)

@@ -40,6 +40,7 @@ from typing import Any
 from vigil.basics.bounded import load_json_file
 from vigil.bundle.store import BundleStore
 from vigil.bundle.trust import TrustRoot
+from vigil.installer.deploy.admin import AdminStep
 from vigil.installer.deploy.artifacts import (
     DeployError,
     StoredBundle,
@@ -257,6 +258,8 @@ class Outcome:
     files: dict[str, list[str]] = field(default_factory=dict)
     #: --check: why that run could not say (empty when it could)
     files_unknown: str = ""
+    #: the admin host's step: the plan's line (--check), else what was installed and switched
+    admin: dict[str, Any] = field(default_factory=dict)
 
 
 def outcome_message(out: Outcome) -> str:
@@ -296,6 +299,9 @@ class Rollout:
     _n: int = 0
     #: the certificate variables every step's site.yml run gets (deploy/tls.py)
     _tls_vars: dict[str, object] = field(default_factory=dict)
+    #: the admin host's own vigil from the target bundle (deploy/admin.py): installed beside the
+    #: old before the first step, switched to after the last health check; None: left alone
+    admin: AdminStep | None = None
 
     def run(self) -> Outcome:
         inv = load_inventory(self.inventory_path)
@@ -324,10 +330,14 @@ class Rollout:
         out.changes = plan_changes(statuses, target)
         if self.check:  # the plan is the result: the front end shows it
             out.checked_only = True
+            if self.admin is not None:
+                out.admin = {"plan": self.admin.preview(target)}
             self._preview(inv, target, statuses, out)
             return out
         for line in plan_lines(out.changes, target.version):
             self.say(line)
+        if self.admin is not None:  # a bundle whose wheels are not its manifest's stops here
+            self.admin.prepare(target)
         # as deploy does: each host's certificate from the site CA (renewed on the CA's rule) before
         # any step, so that the new version's roles install the same files deploy would
         certs = host_certificates(self.home, inv, check=False)
@@ -371,6 +381,9 @@ class Rollout:
             raise UpgradeFailed(
                 f"host {host}", f"{component}: {reason} (the site is at bundle {target.version})"
             )
+        if self.admin is not None:
+            self.admin.switch()
+            out.admin = dict(self.admin.details)
         return out
 
     # --- the parts ----------------------------------------------------------------------------

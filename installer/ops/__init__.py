@@ -72,7 +72,7 @@ from vigil.installer.ops.report import (
     report_verify,
     resolve_vm,
 )
-from vigil.installer.ops.upgrade import HostStatus, Outcome, upgrade
+from vigil.installer.ops.upgrade import AdminState, HostStatus, Outcome, admin_status, upgrade
 from vigil.installer.ops.upgrade import outcome_message as upgrade_outcome_message
 from vigil.installer.ops.upgrade import plan_lines as upgrade_plan_lines
 from vigil.installer.ops.upgrade import status as site_status
@@ -110,6 +110,8 @@ __all__ = [
     "audit_records",
     "audit_verify",
     "audited",
+    "AdminState",
+    "admin_status",
     "backup_status",
     "backup_status_failure",
     "build_bundle",

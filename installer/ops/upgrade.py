@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from vigil.installer import __version__
+from vigil.installer.deploy.admin import AdminState, AdminStep, admin_root, admin_state
 from vigil.installer.deploy.artifacts import DeployError
 from vigil.installer.deploy.leaks import find_leaks
 from vigil.installer.deploy.site import HostStatus, append_history
@@ -18,11 +22,20 @@ from vigil.installer.deploy.upgrade import (
     plan_lines,
     site_status,
 )
-from vigil.installer.ops._invocation import Invocation
+from vigil.installer.ops._invocation import Invocation, audited
 from vigil.installer.ops.deploy import leak_error
 from vigil.installer.ops.keys import trust_for_bundle
 
-__all__ = ["HostStatus", "Outcome", "outcome_message", "plan_lines", "status", "upgrade"]
+__all__ = [
+    "AdminState",
+    "HostStatus",
+    "Outcome",
+    "admin_status",
+    "outcome_message",
+    "plan_lines",
+    "status",
+    "upgrade",
+]
 
 
 def upgrade(
@@ -39,10 +52,17 @@ def upgrade(
     ansible_dir: Path | None = None,
     events: queue.Queue[dict[str, Any]] | None = None,
     stop: threading.Event | None = None,
+    admin: bool = True,
+    admin_root_dir: Path | None = None,
 ) -> Outcome:
     """``upgrade`` (or ``rollback``): the plan, then the steps; on a failed health check the step's
     hosts are switched back and :class:`UpgradeFailed` raised. Each run is recorded in the site's
-    history and the audit log (host, component and reason of a failure included)."""
+    history and the audit log (host, component and reason of a failure included).
+
+    With ``admin`` (the default), the admin host's vigil comes from the same bundle: installed
+    beside the old under ``admin_root_dir`` before the first step, ``current`` switched to it after
+    the last health check (deploy/admin.py), with an audit record of its own
+    (``upgrade.admin`` / ``rollback.admin``)."""
     inv.object = str(inventory)
     root = trust_for_bundle(inv.home, trust, inv.details).root
     action = "rollback" if rollback else "upgrade"
@@ -66,8 +86,11 @@ def upgrade(
     )
     if ansible_dir is not None:  # a development tree instead of the bundles' own roles: on the record
         inv.details.update(ansible_dir=str(ansible_dir))
+    if not admin:
+        inv.details.update(admin="skipped (--no-admin)")
     try:
-        out = rollout.run()
+        with _admin_step(inv, rollout, action, admin_root_dir) if admin else _nothing():
+            out = rollout.run()
     except DeployError as exc:
         leaked(inv, rollout)
         if isinstance(exc, UpgradeFailed):
@@ -106,6 +129,40 @@ def upgrade(
             },
         )
     return out
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+@contextmanager
+def _admin_step(inv: Invocation, rollout: Rollout, action: str, root: Path | None) -> Iterator[None]:
+    """The admin host's step around the rollout, under its own audit record; the step takes its
+    root's lock when it starts installing and holds it to the end (a --check run takes no lock and
+    leaves no record of its own: it changes nothing), as does a run that ends before it begins."""
+    where = admin_root(root)
+    sub = Invocation(
+        home=inv.home, argv=inv.argv, operator=inv.operator, action=f"{action}.admin", object=str(where)
+    )
+    sub.skip_audit = rollout.check
+    step = AdminStep(where, say=inv.step, details=sub.details, holder=action)
+    rollout.admin = step
+    inv.details.update(admin=sub.details)
+    with audited(sub):
+        try:
+            yield
+        finally:
+            step.release()
+            # a run that ended before the admin step began (a host unreachable, the plan refused)
+            # did nothing on the admin host: the upgrade's own record says why
+            sub.skip_audit = rollout.check or not step.details
+
+
+def admin_status(root: Path | None = None) -> AdminState:
+    """The admin host's vigil: the version ``current`` names under the install root, and the one
+    answering (read only)."""
+    return admin_state(admin_root(root), __version__)
 
 
 def leaked(inv: Invocation, rollout: Rollout) -> list[str]:

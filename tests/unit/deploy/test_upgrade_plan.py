@@ -347,7 +347,9 @@ def _site_for_upgrade(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tup
         )
     )
     capsys.readouterr()
-    return home, ["--home", str(home), "upgrade", "-i", str(inventory), "--to", "2", "--trust", str(trust)]
+    return home, [
+        "--home", str(home), "upgrade", "-i", str(inventory), "--to", "2", "--trust", str(trust), "--no-admin"
+    ]  # fmt: skip
 
 
 def _fake_playbooks(monkeypatch: pytest.MonkeyPatch, plays: list[dict[str, Any]], write: Any = None) -> None:
