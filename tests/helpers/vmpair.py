@@ -35,8 +35,10 @@ class Exporter:
     """An exporter of ``series`` counters that grow by one each time they are scraped; a scrape whose
     `agent` parameter is in ``failing`` is answered 500."""
 
-    def __init__(self, series: int = 3) -> None:
+    def __init__(self, series: int = 3, *, noisy: bool = False) -> None:
         self.series = series
+        #: values that compress as badly as measurements do: a counter plus a pseudo-random fraction
+        self.noisy = noisy
         self.scrapes = 0
         self.failing: set[str] = set()
         lock = threading.Lock()
@@ -51,7 +53,13 @@ class Exporter:
                 with lock:
                     exporter.scrapes += 1
                     n = exporter.scrapes
-                body = "".join(f'vigil_pair_test_total{{series="{i}"}} {n}\n' for i in range(exporter.series))
+                if exporter.noisy:
+                    body = "".join(
+                        f'vigil_pair_test_total{{series="{i}"}} {n + ((n * 7919 + i * 104729) % 100003) / 100003:.6f}\n'
+                        for i in range(exporter.series)
+                    )
+                else:
+                    body = "".join(f'vigil_pair_test_total{{series="{i}"}} {n}\n' for i in range(exporter.series))
                 data = body.encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
@@ -85,7 +93,9 @@ class Process:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise AssertionError(f"{self.argv[0]} exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
+                raise AssertionError(
+                    f"{self.argv[0]} exited {self.proc.returncode}: {self.log.read_text()[-2000:]}"
+                )
             try:
                 get(self.ready, timeout=2)
                 return
