@@ -53,13 +53,12 @@ class Exporter:
                 with lock:
                     exporter.scrapes += 1
                     n = exporter.scrapes
+                name = "vigil_pair_test_total"
                 if exporter.noisy:
-                    body = "".join(
-                        f'vigil_pair_test_total{{series="{i}"}} {n + ((n * 7919 + i * 104729) % 100003) / 100003:.6f}\n'
-                        for i in range(exporter.series)
-                    )
+                    fraction = [((n * 7919 + i * 104729) % 100003) / 100003 for i in range(exporter.series)]
+                    body = "".join(f'{name}{{series="{i}"}} {n + f:.6f}\n' for i, f in enumerate(fraction))
                 else:
-                    body = "".join(f'vigil_pair_test_total{{series="{i}"}} {n}\n' for i in range(exporter.series))
+                    body = "".join(f'{name}{{series="{i}"}} {n}\n' for i in range(exporter.series))
                 data = body.encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain; version=0.0.4")

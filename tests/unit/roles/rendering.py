@@ -24,7 +24,16 @@ ROLES = REPO / "roles"
 # python. The Python 3.9 run of the host-side tests (tests/integration/test_host_python39.py) names
 # its own: the venv's tools with a `python3` that is 3.9, as a host's may be.
 BIN = Path(os.environ.get("VIGIL_TEST_BIN") or Path(sys.executable).parent)
-ROLE_NAMES = ("_common", "common", "node_exporter", "victoriametrics", "vmagent", "vmalert", "alertmanager", "grafana")
+ROLE_NAMES = (
+    "_common",
+    "common",
+    "node_exporter",
+    "victoriametrics",
+    "vmagent",
+    "vmalert",
+    "alertmanager",
+    "grafana",
+)
 
 # Sample of the contract's `vigil_artifacts` (see installer/deploy/artifacts.py): the debian channel.
 DEBIAN_ARTIFACTS = {
