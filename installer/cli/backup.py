@@ -85,9 +85,7 @@ def table(hosts: list[ops.HostBackups], now: float) -> list[str]:
 
 def _status(args: argparse.Namespace, inv: ops.Invocation) -> int:
     now = time.time()
-    hosts = ops.backup_status(
-        inv, vm=list(args.vm) if args.vm else os.environ.get("VIGIL_VM_URL"), now=now
-    )
+    hosts = ops.backup_status(inv, vm=list(args.vm) if args.vm else os.environ.get("VIGIL_VM_URL"), now=now)
     if args.json:
         emit_json(visible_tree([h.as_json(now) for h in hosts]))
     else:

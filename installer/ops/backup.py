@@ -12,7 +12,9 @@ from vigil.installer.reports.backups import HostBackups
 from vigil.installer.reports.errors import ReportError
 
 
-def backup_status(inv: Invocation, *, vm: str | Sequence[str] | None, now: float | None = None) -> list[HostBackups]:
+def backup_status(
+    inv: Invocation, *, vm: str | Sequence[str] | None, now: float | None = None
+) -> list[HostBackups]:
     """Every host whose backup service has written its metrics, newest state first read from the
     VictoriaMetrics ``vm`` names (or the deployed monitoring host's). Raises when there are none: no
     host has backups enabled, or none has run yet."""
