@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import math
 import socket
 import subprocess
 import threading
@@ -153,7 +154,9 @@ def export(vm_url: str, match: str, start: float, end: float) -> dict[str, list[
         row = json.loads(line)
         key = json.dumps(row["metric"], sort_keys=True)
         pairs = out.setdefault(key, [])
-        pairs.extend(zip(row["timestamps"], (float(v) for v in row["values"]), strict=True))
+        # a staleness marker is exported as null
+        values = (math.nan if v is None else float(v) for v in row["values"])
+        pairs.extend(zip(row["timestamps"], values, strict=True))
     return {k: sorted(v) for k, v in out.items()}
 
 
