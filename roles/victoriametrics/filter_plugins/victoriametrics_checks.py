@@ -6,6 +6,10 @@
 `up{instance="<host>"}[<window>]` (raw samples, with their own timestamps): `[job, reason]` for each
 expected job that has no `up` series, whose last sample is not newer than `since` (epoch seconds),
 or whose last sample is not 1.
+`vigil_vmagent_target_problems`: the same from a vmagent's own `/api/v1/targets` (the monitoring
+pair: the targets are each vmagent's, and each replica holds both vmagents' samples, so a replica's
+`up` would hide one vmagent that cannot reach a target): `[job, reason]` for each expected job with no
+target of that instance, not scraped since `since`, or not up.
 """
 
 from __future__ import annotations
@@ -86,10 +90,49 @@ def vigil_vm_target_problems(resp: Any, jobs: list[str], since: Any) -> list[lis
     return out
 
 
+def _epoch(text: Any) -> float | None:
+    try:
+        when = datetime.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        return None
+    return when.timestamp()
+
+
+def vigil_vmagent_target_problems(resp: Any, jobs: list[str], instance: str, since: Any) -> list[list[str]]:
+    data = resp.get("data") if isinstance(resp, dict) and resp.get("status") == "success" else None
+    targets = data.get("activeTargets") if isinstance(data, dict) else None
+    if not isinstance(targets, list):
+        return [[str(job), "vmagent gave no answer to the query of its targets"] for job in jobs]
+    since_f = float(since)
+    found: dict[str, tuple[float, str, str]] = {}
+    for t in targets:
+        labels = t.get("labels") if isinstance(t, dict) else None
+        if not isinstance(labels, dict) or labels.get("instance") != instance:
+            continue
+        job = str(labels.get("job", ""))
+        ts = _epoch(t.get("lastScrape")) or 0.0
+        if job not in found or ts > found[job][0]:
+            found[job] = (ts, str(t.get("health", "")), str(t.get("lastError", ""))[:200])
+    out = []
+    for job in jobs:
+        if job not in found:
+            out.append([job, "not scraped (vmagent has no such target)"])
+            continue
+        ts, health, error = found[job]
+        if ts <= since_f:
+            out.append([job, f"not scraped since {_when(since_f)}"])
+        elif health != "up":
+            out.append([job, f"down: {health or 'unknown'}" + (f" ({error})" if error else "")])
+    return out
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "vigil_seconds": vigil_seconds,
             "vigil_vm_value": vigil_vm_value,
             "vigil_vm_target_problems": vigil_vm_target_problems,
+            "vigil_vmagent_target_problems": vigil_vmagent_target_problems,
         }

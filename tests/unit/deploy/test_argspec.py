@@ -207,3 +207,23 @@ def test_a_lookup_the_first_layer_let_through_is_refused_not_run(
     from ansible.plugins.loader import lookup_loader
 
     assert "get" not in vars(lookup_loader) and lookup_loader.get("pipe") is not None  # restored after
+
+
+def test_two_monitoring_hosts_pass_as_the_pair(tmp_path: Path) -> None:
+    """`vigil inventory check` reads an inventory as this does: a second monitoring host is the
+    monitoring pair (docs/ha.md), its roles' specs (vmagent's among them) met."""
+    from vigil.installer.deploy.inventory import load_inventory
+
+    inv = site(tmp_path, all_vars="vmagent_enabled: auto\nvmagent_queue_hours: 48\n")
+    hosts = (inv / "hosts.yml").read_text()
+    assert "mon01:" in hosts
+    (inv / "hosts.yml").write_text(
+        hosts.replace("mon01:", "mon02:\n          ansible_host: 198.18.0.12\n        mon01:", 1)
+    )
+    loaded = load_inventory(inv)
+    assert loaded.groups["monitoring"] == ["mon01", "mon02"]
+    check = check_argument_specs(REPO, inv)
+    assert check.findings == []
+    assert ("monitoring", "vmagent") in site_roles(REPO)
+    bad = site(tmp_path / "bad", all_vars="vmagent_queue_hours: a day\n")
+    assert {f.role for f in check_argument_specs(REPO, bad).findings} == {"vmagent"}

@@ -24,12 +24,22 @@ ROLES = REPO / "roles"
 # python. The Python 3.9 run of the host-side tests (tests/integration/test_host_python39.py) names
 # its own: the venv's tools with a `python3` that is 3.9, as a host's may be.
 BIN = Path(os.environ.get("VIGIL_TEST_BIN") or Path(sys.executable).parent)
-ROLE_NAMES = ("_common", "common", "node_exporter", "victoriametrics", "vmalert", "alertmanager", "grafana")
+ROLE_NAMES = (
+    "_common",
+    "common",
+    "node_exporter",
+    "victoriametrics",
+    "vmagent",
+    "vmalert",
+    "alertmanager",
+    "grafana",
+)
 
 # Sample of the contract's `vigil_artifacts` (see installer/deploy/artifacts.py): the debian channel.
 DEBIAN_ARTIFACTS = {
     "bin/victoria-metrics": ("victoria-metrics", "1.79.5+ds1-2+b5"),
     "bin/vmalert": ("victoria-metrics", "1.79.5+ds1-2+b5"),
+    "bin/vmagent": ("victoria-metrics", "1.79.5+ds1-2+b5"),
     "bin/alertmanager": ("prometheus-alertmanager", "0.25.0-1+b4"),
     "bin/amtool": ("prometheus-alertmanager", "0.25.0-1+b4"),
     "bin/node_exporter": ("prometheus-node-exporter", "1.5.0-1+b6"),
@@ -74,6 +84,7 @@ ON_REQUEST: dict[str, tuple[str, str, dict[str, Any]]] = {
 UNITS = {
     "victoriametrics": ("_victoriametrics_exec_start", "victoriametrics_data_dir", True),
     "vmalert": ("_vmalert_exec_start", "vmalert_data_dir", True),
+    "vmagent": ("_vmagent_exec_start", "vmagent_data_dir", True),
     "alertmanager": ("_alertmanager_exec_start", "alertmanager_data_dir", True),
     "node_exporter": ("_node_exporter_exec_start", "node_exporter_data_dir", False),
     "grafana": ("_grafana_exec_start", "grafana_data_dir", False),

@@ -169,3 +169,55 @@ def test_silences() -> None:
         "silence gone is gone",
     ]
     assert problems({"not": "a list"}, ["a"], since) == ["no answer from /api/v2/silences"]
+
+
+def _targets(*targets: dict[str, object]) -> dict[str, object]:
+    return {"status": "success", "data": {"activeTargets": list(targets), "droppedTargets": []}}
+
+
+def test_vmagent_target_problems_read_its_own_targets() -> None:
+    f = vm_filters().vigil_vmagent_target_problems
+    since = 1796604800  # 2026-12-07T00:53:20Z
+    answer = _targets(
+        {
+            "labels": {"instance": "gpu01", "job": "node_exporter"},
+            "health": "up",
+            "lastScrape": "2026-12-07T00:53:30.123Z",
+            "lastError": "",
+        },
+        {
+            "labels": {"instance": "gpu01", "job": "dcgm_exporter"},
+            "health": "down",
+            "lastScrape": "2026-12-07T00:53:31Z",
+            "lastError": "cannot read: connection refused",
+        },
+        {
+            "labels": {"instance": "gpu01", "job": "slurm_exporter"},
+            "health": "up",
+            "lastScrape": "2026-12-07T00:50:00Z",
+            "lastError": "",
+        },
+        {
+            "labels": {"instance": "gpu02", "job": "redfish_exporter"},
+            "health": "up",
+            "lastScrape": "2026-12-07T00:53:30Z",
+            "lastError": "",
+        },
+    )
+    jobs = ["node_exporter", "dcgm_exporter", "slurm_exporter", "redfish_exporter"]
+    assert f(answer, jobs, "gpu01", since) == [
+        ["dcgm_exporter", "down: down (cannot read: connection refused)"],
+        ["slurm_exporter", "not scraped since 2026-12-07T00:53:20Z"],
+        ["redfish_exporter", "not scraped (vmagent has no such target)"],
+    ]
+    assert f(answer, ["node_exporter"], "gpu01", since) == []
+    assert f({"status": "error"}, ["node_exporter"], "gpu01", since) == [
+        ["node_exporter", "vmagent gave no answer to the query of its targets"]
+    ]
+    # a time without its zone, or none at all, is no scrape
+    odd = _targets(
+        {"labels": {"instance": "gpu01", "job": "node_exporter"}, "health": "up", "lastScrape": "yesterday"}
+    )
+    assert f(odd, ["node_exporter"], "gpu01", since) == [
+        ["node_exporter", "not scraped since 2026-12-07T00:53:20Z"]
+    ]

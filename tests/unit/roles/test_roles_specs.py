@@ -18,6 +18,7 @@ PUBLIC = [
     "common",
     "node_exporter",
     "victoriametrics",
+    "vmagent",
     "vmalert",
     "alertmanager",
     "grafana",
@@ -28,6 +29,7 @@ PUBLIC = [
 SERVICES = [
     "node_exporter",
     "victoriametrics",
+    "vmagent",
     "vmalert",
     "alertmanager",
     "grafana",

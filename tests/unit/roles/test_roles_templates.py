@@ -62,7 +62,7 @@ def targets(scrape: dict) -> dict[str, dict[str, str]]:
 
 
 def test_all_templates_render_and_start_managed(rendered: dict[str, str]) -> None:
-    assert len(rendered) == 12
+    assert len(rendered) == 13
     for name, text in rendered.items():
         assert "Ansible managed" in text.splitlines()[1], name
         assert "{{" not in text.replace("{{ $labels", "") or name.endswith(".tmpl"), name
@@ -273,7 +273,9 @@ def test_alertmanager_page_by_email_through_the_site_relay(tmp_path: Path) -> No
     assert list(am)[0] == "global"
 
 
-@pytest.mark.parametrize("role", ["victoriametrics", "vmalert", "alertmanager", "node_exporter", "grafana"])
+@pytest.mark.parametrize(
+    "role", ["victoriametrics", "vmagent", "vmalert", "alertmanager", "node_exporter", "grafana"]
+)
 def test_units_are_hardened_and_write_only_their_data_dir(rendered: dict[str, str], role: str) -> None:
     unit = rendered[f"{role}.service"]
     for line in HARDENING:
@@ -288,6 +290,7 @@ def test_unit_command_lines_carry_the_settings(rendered: dict[str, str]) -> None
     vm = rendered["victoriametrics.service"]
     assert "-retentionPeriod=400d" in vm and "-httpListenAddr=0.0.0.0:8428" in vm
     assert "-promscrape.config=/etc/vigil/victoriametrics/scrape.yml" in vm
+    assert "-dedup.minScrapeInterval" not in vm  # one monitoring host: no pair (test_vm_pair_roles.py)
     assert "ExecStart=/opt/vigil/victoria-metrics/current/bin/victoria-metrics \\" in vm
     vmalert = rendered["vmalert.service"]
     for flag in (

@@ -30,6 +30,7 @@ FLAP_NOT_ABOUT_FOR = {
     "NodeFilesystemFillingUp",
     "AccountEnergyBudgetExceeded",
     "AccountEnergyBudgetForecast",
+    "PairQueueDropped",
 }
 
 
