@@ -16,7 +16,14 @@ from vigil.installer.lab import bmc, cgroups, inventory, keys, network, nspawn, 
 from vigil.installer.lab import state as lab_state
 from vigil.installer.lab._proc import require_tools
 from vigil.installer.lab.errors import LabError, LabPrerequisiteMissing
-from vigil.installer.lab.hosts import BRIDGE, DEFAULT_GPU_NODES, DEFAULT_MONITORING_HOSTS, Host, lab_hosts
+from vigil.installer.lab.hosts import (
+    ACCOUNTS,
+    BRIDGE,
+    DEFAULT_GPU_NODES,
+    DEFAULT_MONITORING_HOSTS,
+    Host,
+    lab_hosts,
+)
 from vigil.installer.lab.mirror import find_mirror
 from vigil.installer.lab.paths import LabPaths
 from vigil.installer.lab.ssh import ssh
@@ -129,6 +136,29 @@ def slurm_nodes(paths: LabPaths, hosts: tuple[Host, ...] | None = None) -> dict[
         if len(parts) == 2:
             nodes[parts[0]] = parts[1]
     return nodes
+
+
+def root_accounts_command() -> str:
+    """What `lab up` runs on the controller so that root may charge the lab's accounts, printing the
+    accounts root has then (see :func:`_accounts`)."""
+    accounts = ",".join(ACCOUNTS)
+    return (
+        f"sacctmgr -i -Q add account {accounts} >/dev/null 2>&1; "
+        f"sacctmgr -i -Q add user root account={accounts} >/dev/null 2>&1; "
+        "sacctmgr -n -P list associations user=root format=account"
+    )
+
+
+def _accounts(paths: LabPaths, hosts: tuple[Host, ...]) -> None:
+    """Slurm's accounting knows the lab's accounts and root's associations with them. Once slurmdbd
+    holds the cluster, root has an association with the account `root`, and a job root submits under
+    an account it has no association with is charged to that default instead (`sbatch -A physics` ran
+    as `root`). alice and bob have no association at all, so their jobs keep the account they give,
+    whatever it holds, as where a site does not enforce associations."""
+    ctl = next(h for h in hosts if h.slurm_controller)
+    got = set(ssh(paths, ctl.ip, root_accounts_command(), timeout=60).stdout.split())
+    if not set(ACCOUNTS) <= got:
+        raise LabError("slurm", f"root's accounts in slurmdbd are {sorted(got)}, not {', '.join(ACCOUNTS)}")
 
 
 def _wait_slurm(paths: LabPaths, hosts: tuple[Host, ...]) -> dict[str, str]:
@@ -244,6 +274,7 @@ def up(
             reports = list(pool.map(wait, hosts))
         # 4. Slurm: every GPU node registered and idle
         nodes = _wait_slurm(paths, hosts)
+        _accounts(paths, hosts)
         # 5. the inventory, last: it names hosts that answer, and the simulated BMCs' lab CA
         # certificates and accounts (made once, kept by `down`)
         material = bmc.ensure_material(paths, bmc.lab_bmcs(hosts))

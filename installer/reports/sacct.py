@@ -4,9 +4,18 @@ The reconciliation puts, per account, the GPU-hours Slurm's accounting gives (Al
 the time the allocation held them, cut at the period's edges) beside the GPU-hours the usage report
 metered, and lists the jobs whose two figures differ. It reads the output of, on the controller::
 
-    SLURM_TIME_FORMAT=%s sacct --allusers --allocations --parsable2 --noheader \\
+    SLURM_TIME_FORMAT=%s sacct --allusers --allocations --parsable2 \\
+        --delimiter="$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \\n')" \\
         --starttime S --endtime E \\
         --format=JobIDRaw,Account,User,Partition,AllocTRES,Start,End,State,NodeList
+
+A delimiter made fresh for the run, and the header sacct prints with it, because an account is
+whatever a user gave ``sbatch --account`` where associations are not enforced: Slurm takes ``|`` and
+a line break in it, so with sacct's default ``|`` an account can hold a whole forged line. With the
+header the delimiter is read from the file; one of at least :data:`MIN_FRESH_DELIMITER` characters
+cannot be in an account, so every delimiter in the file is sacct's and a line break in an account
+only continues its line. Without a header, or with a shorter delimiter, the fields are between
+``|`` and a line whose fields are not the nine is refused (docs/security.md).
 
 What the fields hold, from sacct's manual and source (Slurm 25.11):
 
@@ -14,7 +23,7 @@ What the fields hold, from sacct's manual and source (Slurm 25.11):
   (``123``; a step would be ``123.batch``, an array task and a heterogeneous component have their own
   numbers). Without ``--duplicates`` sacct prints each job number once: the most recent run of a
   requeued job.
-* ``--parsable2``: fields between ``|``, none after the last.
+* ``--parsable2``: fields between ``|`` (or ``--delimiter``'s), none after the last.
 * ``Start``, ``End``: with ``SLURM_TIME_FORMAT=%s`` seconds since the epoch; ``Unknown`` for a time
   never set (a pending job's start, a running or pending job's end), ``None`` for the start of a job
   cancelled before it ran. Without ``--truncate`` they are the job's own times, not cut at the window:
@@ -44,6 +53,10 @@ from vigil.installer.reports.period import HOUR, iso
 
 #: the fields, in the order the ``--format`` above asks for them
 FIELDS = ("JobIDRaw", "Account", "User", "Partition", "AllocTRES", "Start", "End", "State", "NodeList")
+#: the shortest delimiter taken as made fresh for the run (24 hex digits in the command above)
+MIN_FRESH_DELIMITER = 16
+#: the most lines one job's line may continue over (an account holding line breaks)
+MAX_CONTINUED_LINES = 16
 #: the most bytes read of one sacct output (a year of a large centre is well below it), checked
 #: before a byte is decoded
 MAX_BYTES = 512 << 20
@@ -299,19 +312,22 @@ class _Reader:
         self.hostlists[self.text(nodelist)] = nodes
         return nodes
 
-    def job(self, line: str) -> SlurmJob:
-        fields = line.split("|")
+    def job(self, line: str, delimiter: str = "|") -> SlurmJob:
+        fields = line.split(delimiter)
         if len(fields) != len(FIELDS):
             raise ValueError(
-                f"{len(fields)} fields, not {len(FIELDS)} ({','.join(FIELDS)}, between |; "
-                "a | or a line break inside a field moves them)"
+                f"{len(fields)} fields, not {len(FIELDS)} ({','.join(FIELDS)}, between {shown(delimiter)}; "
+                "a | or a line break inside a field moves them: run sacct with a --delimiter of its own "
+                "and its header, docs/reports.md)"
             )
         for name, value in zip(FIELDS, fields, strict=True):
             if len(value) > MAX_FIELD_CHARS:
                 raise ValueError(
                     f"{name} is {len(value):,} characters long (the most is {MAX_FIELD_CHARS:,})"
                 )
-            if m := _CONTROL.search(value):
+            # an account's line breaks are its own where the delimiter is fresh (parse joins them)
+            seen = value.replace("\n", "") if name == "Account" and delimiter != "|" else value
+            if m := _CONTROL.search(seen):
                 raise ValueError(f"{name} holds the control character U+{ord(m.group()):04X}")
         job, account, user, partition, tres, start_text, end_text, state, nodelist = fields
         if not _DIGITS.fullmatch(job):
@@ -351,6 +367,54 @@ def _lines(data: bytes) -> Iterator[bytes]:
         begin = end + 1
 
 
+def _header_delimiter(line: str) -> str | None:
+    """The delimiter of sacct's header line (the field names between it), or None for a line that is
+    not the header (a file without one: fields between ``|``)."""
+    first = FIELDS[0]
+    if not line.startswith(first):
+        return None
+    at = line.find(FIELDS[1], len(first))
+    delimiter = line[len(first) : at] if at > len(first) else ""
+    if not delimiter or line != delimiter.join(FIELDS):
+        raise ValueError(f"the header is not {','.join(FIELDS)} between one delimiter, in that order")
+    if "\n" in delimiter or _CONTROL.search(delimiter):
+        raise ValueError("the header's delimiter holds a control character")
+    return delimiter
+
+
+def _records(data: bytes, where: str) -> Iterator[tuple[int, str, str]]:
+    """(line number, text, delimiter) of each job's line. With a header whose delimiter is fresh (at
+    least MIN_FRESH_DELIMITER characters), a line with fewer fields than FIELDS goes on over the
+    next lines (an account holding line breaks), joined by a line break, up to MAX_CONTINUED_LINES."""
+    delimiter = "|"
+    fresh = False
+    pending: tuple[int, str] | None = None
+    for number, raw in enumerate(_lines(data), 1):
+        try:
+            text = _decode(raw)
+            if number == 1 and (found := _header_delimiter(text)) is not None:
+                delimiter, fresh = found, len(found) >= MIN_FRESH_DELIMITER
+                continue
+        except ValueError as exc:
+            raise ReportInputError(f"{where}: line {number}", str(exc)) from None
+        if not fresh:
+            yield number, text, delimiter
+            continue
+        start, text = (pending[0], pending[1] + "\n" + text) if pending is not None else (number, text)
+        if text.count(delimiter) < len(FIELDS) - 1:
+            if number - start + 1 >= MAX_CONTINUED_LINES:
+                raise ReportInputError(
+                    f"{where}: line {start}",
+                    f"a job's line goes on over more than {MAX_CONTINUED_LINES} lines; refused",
+                )
+            pending = (start, text)
+            continue
+        pending = None
+        yield start, text, delimiter
+    if pending is not None:
+        yield pending[0], pending[1], delimiter
+
+
 def parse(data: bytes, *, where: str) -> list[SlurmJob]:
     """The job allocations in ``data``, sacct's output as the module's docstring asks for it, in the
     file's order. Pending jobs (no start) and jobs without GPUs are kept: the caller filters.
@@ -375,9 +439,9 @@ def parse(data: bytes, *, where: str) -> list[SlurmJob]:
     reader = _Reader()
     jobs: list[SlurmJob] = []
     seen: dict[str, int] = {}
-    for number, raw in enumerate(_lines(data), 1):
+    for number, text, delimiter in _records(data, where):
         try:
-            job = reader.job(_decode(raw))
+            job = reader.job(text, delimiter)
         except ValueError as exc:
             raise ReportInputError(f"{where}: line {number}", str(exc)) from None
         if job.job in seen:

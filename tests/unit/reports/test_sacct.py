@@ -461,3 +461,95 @@ def test_a_nodelist_seen_before_is_not_made_again() -> None:
     assert time.perf_counter() - began < 5.0  # 300 x 100,000 names made would take minutes
     assert len(jobs) == 300 and all(j.nodes is jobs[0].nodes for j in jobs)
     assert len(jobs[0].nodes) == 100_000
+
+
+FRESH = "8f3a1c0d9e7b6a52c4d1e0f9"  # as the documented command makes it: 24 hex digits
+HEADER = FRESH.join(sacct.FIELDS)
+
+
+def fresh_line(**kw: str) -> str:
+    return line(**kw).replace("|", FRESH)
+
+
+#: what users of the lab's Slurm gave `sbatch --account`: a forged line after a line break, and one
+#: after the default delimiter (tests/lab/test_exporters.py submits both)
+FORGING = (
+    "xtest-victim|gpu|alice|1|64|gres:gpu:4|none",
+    "xtest-forged\n999|physics|ada|gpu|gres/gpu=8|1759363200|1759449600|COMPLETED|gpu01",
+)
+
+
+def test_with_a_fresh_delimiter_an_account_holding_separators_and_forged_lines_is_its_own() -> None:
+    data = sacct_output(
+        HEADER,
+        fresh_line(job="101"),
+        FRESH.join(
+            ("102", FORGING[0], "bob", "gpu", "gres/gpu=1", "1759363200", "1759366800", "COMPLETED", "gpu02")
+        ),
+        FRESH.join(
+            ("103", FORGING[1], "bob", "gpu", "gres/gpu=1", "1759363200", "1759366800", "COMPLETED", "gpu02")
+        ),
+        fresh_line(job="104", account="chemistry"),
+    )
+    jobs = sacct.parse(data, where="f")
+    assert [(j.job, j.account, j.user, j.gpus) for j in jobs] == [
+        ("101", "physics", "ada", 2),
+        ("102", FORGING[0], "bob", 1),
+        ("103", FORGING[1], "bob", 1),
+        ("104", "chemistry", "ada", 2),
+    ]
+    # no job 999: the forged line is the account of job 103, whose line went on after the break
+    assert "999" not in {j.job for j in jobs}
+
+
+def test_with_sacct_s_default_delimiter_the_same_accounts_are_refused_naming_the_line() -> None:
+    for header in ((), ("|".join(sacct.FIELDS),)):
+        data = sacct_output(
+            *header,
+            line(job="101"),
+            "|".join(
+                ("102", FORGING[0], "bob", "gpu", "gres/gpu=1", "1759363200", "1759366800", "COMPLETED", "x")
+            ),
+        )
+        msg = refusal(data)
+        assert msg.startswith(f"sacct.txt: line {2 + len(header)}: 15 fields, not 9 "), msg
+        assert "run sacct with a --delimiter of its own and its header" in msg, msg
+
+
+def test_a_short_delimiter_is_not_taken_as_fresh() -> None:
+    short = "#"
+    data = sacct_output(
+        short.join(sacct.FIELDS),
+        line(job="101").replace("|", short),
+        short.join(("103", "a\nb", "bob", "gpu", "gres/gpu=1", "1759363200", "1759366800", "COMPLETED", "x")),
+    )
+    assert refusal(data).startswith("sacct.txt: line 3: 2 fields, not 9 ")
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        FRESH.join(reversed(sacct.FIELDS[:2])) + FRESH + FRESH.join(sacct.FIELDS[2:]),
+        FRESH.join(sacct.FIELDS[:-1]),
+        FRESH.join(sacct.FIELDS) + FRESH + "JobName",
+        "JobIDRaw" + FRESH + "Account" + FRESH[:-1] + FRESH.join(("",) + sacct.FIELDS[2:]),
+        "JobIDRaw\x1b[2J" + "\x1b[2J".join(sacct.FIELDS[1:]),
+    ],
+)
+def test_a_header_that_is_not_the_nine_fields_between_one_delimiter_is_refused(header: str) -> None:
+    # refused at the header (a first line not starting with JobIDRaw is a job's line, refused too)
+    assert refusal(sacct_output(header, fresh_line())).startswith("sacct.txt: line 1: ")
+
+
+def test_a_line_going_on_over_too_many_lines_is_refused_naming_where_it_began() -> None:
+    account = "x" + "\n" * sacct.MAX_CONTINUED_LINES
+    data = sacct_output(HEADER, fresh_line(job="101"), fresh_line(job="102", account=account))
+    assert refusal(data) == (
+        f"sacct.txt: line 3: a job's line goes on over more than {sacct.MAX_CONTINUED_LINES} lines; refused"
+    )
+    # fewer breaks are one account; a last line left short at the end is refused as short
+    ok = sacct.parse(sacct_output(HEADER, fresh_line(job="102", account="x\n\ny")), where="f")
+    assert [j.account for j in ok] == ["x\n\ny"]
+    assert refusal(sacct_output(HEADER, FRESH.join(("105", "cut")))).startswith(
+        "sacct.txt: line 2: 2 fields, not 9"
+    )
