@@ -2,7 +2,7 @@
 docs/alerts.md, "Two Alertmanagers"), rendered for both topologies: one monitoring host keeps today's
 flags, clustering off; two gossip with each other over mutual TLS with the site CA, each vmalert
 notifies both, and each firewall lets only the other member in to the gossip port. The real
-binaries run this configuration in tests/integration/test_alertmanager_cluster.py."""
+binaries run this configuration in tests/integration/test_alertmanager_pair.py."""
 
 from __future__ import annotations
 
