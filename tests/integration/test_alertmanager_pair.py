@@ -68,7 +68,9 @@ GROUP_WAIT = "1s"
 FIGURES: dict[str, dict[str, Any]] = {}
 
 
-@pytest.fixture(scope="module", params=["debian", "debian-next"])
+# One channel in `make test` (the other, debian, with test_vm_pair.py), the other in `make test-soak`:
+# the pair's run costs a minute or more a channel.
+@pytest.fixture(scope="module", params=[pytest.param("debian", marks=pytest.mark.soak), "debian-next"])
 def channel(
     request: pytest.FixtureRequest, vigil_cache: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[str, str, Path]:

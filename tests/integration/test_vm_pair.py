@@ -140,7 +140,9 @@ class Pair:
             p.stop()
 
 
-@pytest.fixture(scope="module", params=["debian", "debian-next"])
+# One channel in `make test` (the other, debian-next, with test_alertmanager_pair.py), the other in
+# `make test-soak`: the pair's run costs two minutes a channel.
+@pytest.fixture(scope="module", params=["debian", pytest.param("debian-next", marks=pytest.mark.soak)])
 def channel(
     request: pytest.FixtureRequest, vigil_cache: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[str, Path]:
