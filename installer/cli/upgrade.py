@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from vigil.basics.errors import VigilError
 from vigil.installer import ops
 from vigil.installer.cli._common import json_option, trust_option
 from vigil.installer.cli._output import emit_json, ok, say, showing_progress
@@ -82,10 +83,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         parents=[inventory, root, trust_option(), json_option("hosts' status")],
         help="each host's components, versions, bundle and drift",
         description="Read each host's facts file (written by every deploy) and re-hash the binaries, units "
-        "and configuration it lists. Changes nothing. Exit 1 when a host drifted from what was deployed, "
-        "has no facts file, or a service is not active.",
+        "and configuration it lists; then ask each monitoring replica (VictoriaMetrics, Alertmanager) for "
+        "its own health: answering, disk, newest sample, what vmagent has queued for it, the cluster it "
+        "sees. Changes nothing. Exit 1 when a host drifted from what was deployed, has no facts file, "
+        "a service is not active, or a replica needs attention.",
     )
     p.add_argument("--limit", help="only these hosts/groups (Ansible pattern)")
+    p.add_argument(
+        "--no-replicas", action="store_true", help="the hosts only: do not ask the monitoring replicas"
+    )
     p.set_defaults(func=_status, action="status")
 
 
@@ -167,6 +173,14 @@ def _status(args: argparse.Namespace, inv: ops.Invocation) -> int:
         inv, inventory=args.inventory, trust=args.trust, limit=args.limit, ansible_dir=args.ansible_dir
     )
     admin = ops.admin_status(args.admin_root)
+    replicas: list[ops.ReplicaHealth] = []
+    replicas_unread = ""
+    if not args.no_replicas:
+        try:
+            replicas = ops.replica_health(inv.home, args.inventory)
+        except VigilError as exc:
+            replicas_unread = f"{exc.obj}: {exc.reason}" if exc.obj else exc.reason
+    inv.details.update(replicas_attention=[r.url for r in replicas if not r.ok])
     bad = sorted(
         h
         for h, s in hosts.items()
@@ -180,13 +194,27 @@ def _status(args: argparse.Namespace, inv: ops.Invocation) -> int:
                 "admin": admin.to_json(),
                 "hosts": {h: s.to_json() for h, s in sorted(hosts.items())},
                 "attention": bad,
+                "replicas": [r.to_json() for r in replicas],
+                "replicas_attention": [r.url for r in replicas if not r.ok],
+                "replicas_unread": replicas_unread,
             }
         )
     else:
         say(admin_line(admin))
         say(*_status_lines(hosts))  # what the hosts reported: escapes shown, one line each
-        if not bad:
-            ok("status", f"{len(hosts)} hosts as deployed")
-        else:
+        if replicas or replicas_unread:
+            say("monitoring replicas:" + (f" not read: {replicas_unread}" if replicas_unread else ""))
+            say(*(f"  {r.line()}" for r in replicas))  # what the replicas said: shown as data
+        sick = [r for r in replicas if not r.ok]
+        if not bad and not sick:
+            ok(
+                "status",
+                f"{len(hosts)} hosts as deployed"
+                + (f", {len(replicas)} replicas healthy" if replicas else ""),
+            )
+        if bad:
             say(f"FAIL: status: {', '.join(bad)} not as deployed", file=sys.stderr)
-    return 1 if bad else 0
+        if sick:
+            names = ", ".join(f"{r.service} {r.url}" for r in sick)
+            say(f"FAIL: status: {names} needs attention", file=sys.stderr)
+    return 1 if bad or any(not r.ok for r in replicas) else 0

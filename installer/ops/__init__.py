@@ -61,6 +61,7 @@ from vigil.installer.ops.pki import (
     pki_status,
     pki_status_failure,
 )
+from vigil.installer.ops.replicas import monitoring_urls, replica_health
 from vigil.installer.ops.report import (
     Generated,
     report_close,
@@ -78,6 +79,7 @@ from vigil.installer.ops.upgrade import plan_lines as upgrade_plan_lines
 from vigil.installer.ops.upgrade import status as site_status
 from vigil.installer.reports.backups import HostBackups
 from vigil.installer.stack import Answer, Failure, ReadFailed, Replicas, StackError, TooLarge, split_urls
+from vigil.installer.stack_health import ReplicaHealth
 
 __all__ = [
     "PKI_CA_DAYS",
@@ -100,6 +102,9 @@ __all__ = [
     "Failure",
     "ReadFailed",
     "Replicas",
+    "ReplicaHealth",
+    "monitoring_urls",
+    "replica_health",
     "StackError",
     "TooLarge",
     "split_urls",

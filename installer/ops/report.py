@@ -63,6 +63,7 @@ from vigil.installer.reports.store import JSON_NAME
 from vigil.installer.stack import split_urls
 
 DEFAULT_VM_PORT = 8428
+DEFAULT_ALERTMANAGER_PORT = 9093
 
 
 @dataclass(frozen=True)
@@ -102,31 +103,52 @@ def resolve_vm(home: Path, given: str | Sequence[str] | None, access: SiteAccess
     if not inventory:
         raise ReportInputError("--vm", f"not given, and no successful deploy is recorded here; {how}")
     try:
+        places = monitoring_places(inventory)
+    except UsageError as exc:
+        raise ReportInputError("--vm", f"the deployed inventory {inventory}: {exc.reason}; {how}") from None
+    access = site_access(home) if access is None else access
+    return list(dict.fromkeys(access.url(p.address, p.vm_port) for p in places))
+
+
+@dataclass(frozen=True)
+class MonitoringHost:
+    """A host of the inventory's ``monitoring`` group: its address and its services' ports."""
+
+    name: str
+    address: str
+    vm_port: int
+    alertmanager_port: int
+
+
+def monitoring_places(inventory: str | Path) -> list[MonitoringHost]:
+    """The ``monitoring`` group of INVENTORY in its order, as the roles see it (``ansible_host``,
+    ``victoriametrics_port``, ``alertmanager_port``). Raises UsageError naming the inventory when
+    it cannot be read or has no monitoring host."""
+    try:
         from ansible.inventory.manager import InventoryManager
         from ansible.parsing.dataloader import DataLoader
         from ansible.vars.manager import VariableManager
 
         loader = DataLoader()
-        manager = InventoryManager(loader=loader, sources=[inventory])
+        manager = InventoryManager(loader=loader, sources=[str(inventory)])
         hosts = manager.groups["monitoring"].get_hosts() if "monitoring" in manager.groups else []
-        if not hosts:
-            raise ReportInputError(
-                "--vm", f"the deployed inventory {inventory} has no monitoring host; {how}"
-            )
         variables = VariableManager(loader=loader, inventory=manager)
         places = []
         for host in hosts:
             hvars = variables.get_vars(host=host)
-            address = str(hvars.get("ansible_host") or host.name)
-            places.append((address, int(hvars.get("victoriametrics_port", DEFAULT_VM_PORT))))
-    except ReportInputError:
-        raise
+            places.append(
+                MonitoringHost(
+                    host.name,
+                    str(hvars.get("ansible_host") or host.name),
+                    int(hvars.get("victoriametrics_port", DEFAULT_VM_PORT)),
+                    int(hvars.get("alertmanager_port", DEFAULT_ALERTMANAGER_PORT)),
+                )
+            )
     except Exception as exc:  # Ansible's errors are many; any of them means "cannot tell"
-        raise ReportInputError(
-            "--vm", f"cannot read the deployed inventory {inventory} ({exc}); {how}"
-        ) from None
-    access = site_access(home) if access is None else access
-    return list(dict.fromkeys(access.url(address, port) for address, port in places))
+        raise UsageError(str(inventory), f"cannot read the inventory ({exc})") from None
+    if not places:
+        raise UsageError(str(inventory), "the inventory has no monitoring host")
+    return places
 
 
 def victoriametrics(home: Path, given: str | Sequence[str] | None) -> VictoriaMetrics:

@@ -1,0 +1,26 @@
+"""``vigil status``'s view of the monitoring replicas: each VictoriaMetrics and Alertmanager of the
+inventory's ``monitoring`` group asked for itself (:mod:`vigil.installer.stack_health`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vigil.installer.access import SiteAccess, site_access
+from vigil.installer.ops.report import monitoring_places
+from vigil.installer.stack_health import ReplicaHealth, read
+
+
+def monitoring_urls(inventory: str | Path, access: SiteAccess) -> tuple[list[str], list[str]]:
+    """The VictoriaMetrics and the Alertmanager URLs of INVENTORY's monitoring hosts, in its order,
+    in the site's scheme (https once the site has TLS)."""
+    places = monitoring_places(inventory)
+    vm = list(dict.fromkeys(access.url(p.address, p.vm_port) for p in places))
+    am = list(dict.fromkeys(access.url(p.address, p.alertmanager_port) for p in places))
+    return vm, am
+
+
+def replica_health(home: Path, inventory: str | Path, *, now: float | None = None) -> list[ReplicaHealth]:
+    """Each monitoring replica's health, read with the site's CA and API login."""
+    access = site_access(home)
+    vm, am = monitoring_urls(inventory, access)
+    return read(vm, am, access=access, now=now)
