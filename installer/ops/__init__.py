@@ -61,7 +61,7 @@ from vigil.installer.ops.pki import (
     pki_status,
     pki_status_failure,
 )
-from vigil.installer.ops.replicas import monitoring_urls, replica_health
+from vigil.installer.ops.replicas import monitoring_urls, read_replicas, replica_health
 from vigil.installer.ops.report import (
     Generated,
     report_close,
@@ -105,6 +105,7 @@ __all__ = [
     "ReplicaHealth",
     "monitoring_urls",
     "replica_health",
+    "read_replicas",
     "StackError",
     "TooLarge",
     "split_urls",

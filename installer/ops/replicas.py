@@ -9,6 +9,9 @@ from vigil.installer.access import SiteAccess, site_access
 from vigil.installer.ops.report import monitoring_places
 from vigil.installer.stack_health import ReplicaHealth, read
 
+#: each replica's health from given URL lists (the console's fields): stack_health.read
+read_replicas = read
+
 
 def monitoring_urls(inventory: str | Path, access: SiteAccess) -> tuple[list[str], list[str]]:
     """The VictoriaMetrics and the Alertmanager URLs of INVENTORY's monitoring hosts, in its order,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -23,7 +24,7 @@ from textual.timer import Timer
 from textual.widgets import Button, DataTable, Input, Label, Sparkline, Static
 
 from vigil.basics.errors import VigilError
-from vigil.installer.ops import SiteAccess, site_access
+from vigil.installer.ops import ReplicaHealth, SiteAccess, read_replicas, site_access
 from vigil.tui import overview
 from vigil.tui.screens._base import VigilScreen
 from vigil.tui.untrusted import plain
@@ -45,6 +46,8 @@ class Snapshot:
     energy: dict[str, float] = field(default_factory=dict)
     alerts: list[overview.Alert] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    #: each replica of either service asked for itself (one line each on the screen)
+    replicas: list[ReplicaHealth] = field(default_factory=list)
 
 
 def default_urls(access: SiteAccess) -> tuple[str, str]:
@@ -81,6 +84,12 @@ def take_snapshot(
         snap.alerts = overview.fetch_alerts(am)
     except overview.FetchError as exc:
         snap.failures.append(f"FAIL: {exc}")
+    try:
+        snap.replicas = read_replicas(vm_url, am_url, access=access, now=now.timestamp())
+    except VigilError as exc:  # a URL that is no URL: said above already, by the reads
+        snap.replicas = []
+        if not snap.failures:
+            snap.failures.append(f"FAIL: {exc}")
     return snap
 
 
@@ -99,6 +108,7 @@ class OverviewScreen(VigilScreen):
     OverviewScreen .row { height: 1; margin: 0 1; }
     OverviewScreen .row Label { width: 16; }
     OverviewScreen .row Input { width: 1fr; margin-right: 1; }
+    OverviewScreen #replicas { height: auto; max-height: 6; margin: 0 1; }
     OverviewScreen #panels { height: 1; margin: 0 1; text-style: bold; }
     OverviewScreen #util-row { height: 3; margin: 0 1; }
     OverviewScreen #util-label { width: 16; }
@@ -130,6 +140,7 @@ class OverviewScreen(VigilScreen):
             yield Input(am_url, id="am", compact=True)
             yield Button("Refresh", id="refresh", compact=True)
         yield ResultLine(id="result")
+        yield Static("", id="replicas", markup=False)
         yield Static("", id="panels", markup=False)
         with Horizontal(id="util-row"):
             yield Label("GPU util 30m", id="util-label")
@@ -178,7 +189,14 @@ class OverviewScreen(VigilScreen):
         if snap.failures:
             result.fail(snap.failures)
         else:
-            result.info(f"read at {time.strftime('%H:%M:%S')}; {len(snap.alerts)} alerts firing")
+            sick = sum(1 for r in snap.replicas if not r.ok)
+            attention = f"; {sick} replicas need attention" if sick else ""
+            result.info(f"read at {time.strftime('%H:%M:%S')}; {len(snap.alerts)} alerts firing{attention}")
+        # what each replica said of itself: data, shown as plain text
+        # (each line made visible alone: a newline a replica sent stays \n, it starts no line)
+        self.query_one("#replicas", Static).update(
+            Text("\n").join(plain(("ok   " if r.ok else "FAIL ") + r.line()) for r in snap.replicas)
+        )
         self.query_one("#panels", Static).update(
             plain("   ".join(f"{p.title} {p.text()}" for p in snap.panels))
         )

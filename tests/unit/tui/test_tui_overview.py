@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import ssl
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -36,6 +38,8 @@ VALUES = {
     "cluster:gpu_temp:max": "81",
     "cluster:hpc_jobs_on_gpus:count": "3",
 }
+#: what the stub's Alertmanager says its version is: an escape and markup, shown as text
+VERSION = "0.25.0\x1b[2J[red]x[/red]\nok   forged line"
 ALERTS = [
     {
         "labels": {
@@ -69,9 +73,20 @@ class Stub(BaseHTTPRequestHandler):
         self.asked.append((url.path, params))
         self.logins.append(self.headers.get("Authorization"))
         body: Any
-        if url.path == "/api/v1/query":
+        if url.path in ("/health", "/metrics"):
+            text = b"OK" if url.path == "/health" else b'vm_free_disk_space_bytes{path="/d"} 2147483648\n'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(text)))
+            self.end_headers()
+            self.wfile.write(text)
+            return
+        if url.path == "/api/v2/status":
+            body = {"cluster": {"status": "disabled", "peers": []}, "versionInfo": {"version": VERSION}}
+        elif url.path == "/api/v1/query":
             expr = params["query"]
-            if expr.startswith("sum by (account)"):
+            if expr == "max(timestamp(up))":
+                result = [{"metric": {}, "value": [0, str(time.time() - 5)]}]
+            elif expr.startswith("sum by (account)"):
                 result = [{"metric": {"account": "physics"}, "value": [0, "12.5"]}]
             else:
                 result = [{"metric": {}, "value": [0, VALUES[expr]]}] if expr in VALUES else []
@@ -196,6 +211,7 @@ def test_the_screen_shows_panels_and_alerts(
         await settle(app, pilot)
         seen["result"] = app.screen.query_one("#result", ResultLine).text
         seen["panels"] = str(app.screen.query_one("#panels").render())
+        seen["replicas"] = str(app.screen.query_one("#replicas").render())
         seen["spark"] = list(app.screen.query_one("#util", Sparkline).data or [])
         table = app.screen.query_one("#alerts", DataTable)
         seen["alerts"] = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
@@ -205,6 +221,12 @@ def test_the_screen_shows_panels_and_alerts(
     assert seen["result"].endswith("1 alerts firing")
     assert seen["panels"].startswith("GPUs healthy 7   GPUs 8   GPU power 2.5 kW")
     assert seen["spark"] == [10.0, 40.0, 80.0, 55.0]
+    vm_line, am_line = seen["replicas"].split("\n")
+    assert re.fullmatch(
+        rf"ok   VictoriaMetrics {re.escape(stub)}: ok; newest sample [5-9] s old; 2\.0 GiB free", vm_line
+    )
+    version = r"0.25.0\x1b[2J[red]x[/red]\x0aok   forged line"  # one line: the newline shown as \x0a
+    assert am_line == f"ok   Alertmanager {stub}: ok; cluster disabled, 0 members seen; version {version}"
     assert seen["alerts"] == [
         ["P1", "GpuTemperatureHigh", "gpu01:9400", "4242", "ada", "physics", "2026-12-01 03:00:00"]
     ]
@@ -216,14 +238,16 @@ def test_a_tls_site_is_read_with_its_ca_and_login(tls_stub: str, tls_home: Path)
     snap = screen.take_snapshot(tls_stub, tls_stub, access=access)
     assert snap.failures == []
     assert [p.text() for p in snap.panels][:2] == ["7", "8"] and len(snap.alerts) == 1
-    assert len(Stub.logins) == 8 and set(Stub.logins) == {
+    # the panels (5 queries, a range, the energy), the alerts, and each replica asked for itself
+    # (/health, /metrics, the newest sample; Alertmanager's status)
+    assert len(Stub.logins) == 12 and set(Stub.logins) == {
         "Basic " + base64.b64encode(f"vigil-api:{access.password}".encode()).decode()
     }
     plain = screen.take_snapshot(tls_stub, tls_stub)  # no site CA: the server is not trusted
     assert plain.failures[0].startswith(
         f"FAIL: {tls_stub}/api/v1/query: TLS: the server's certificate is not trusted: "
     )
-    assert len(Stub.logins) == 8  # and it was sent nothing
+    assert len(Stub.logins) == 12  # and it was sent nothing
 
 
 def test_the_defaults_take_the_sites_scheme(tls_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
