@@ -141,7 +141,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     f = ls.add_parser(
         "fault",
         parents=[json_option()],
-        help="inject (or --clear) a simulated GPU or BMC fault, or a node-down, on a lab GPU node",
+        help="inject (or --clear) a simulated GPU or BMC fault, or a node-down, on a lab GPU node; "
+        "or a power-off of a monitoring host",
         description="GPU faults are written to the GPU simulator's state file on HOST "
         "(/var/lib/vigil/gpusim/faults.json), which it re-reads at every scrape: "
         "ecc-dbe (one double-bit ECC error, a retired page, row remap failure), ecc-sbe-storm "
@@ -153,7 +154,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "the node's simulated BMC (/var/lib/vigil/bmcsim/faults.json, re-read at every request): "
         "bmc-thermal (inlet 48 C, CPU 96 C, above their critical thresholds; those sensors and the "
         "chassis report Health Critical), bmc-down (the BMC closes every connection unanswered); the "
-        "node, its GPUs and its exporters are untouched. --clear undoes each one.",
+        "node, its GPUs and its exporters are untouched. power-off (a monitoring host) kills its container "
+        "with no shutdown, its disk kept; --clear boots it again from that disk. --clear undoes each one.",
     )
     f.add_argument(
         "kind",
@@ -169,12 +171,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "node-down",
             "bmc-thermal",
             "bmc-down",
+            "power-off",
         ),
         metavar="KIND",
         help="ecc-dbe, ecc-sbe-storm, xid, thermal, throttle, nvlink-crc, fb-full, stuck-idle, node-down, "
-        "bmc-thermal, bmc-down",
+        "bmc-thermal, bmc-down, power-off",
     )
-    f.add_argument("host", metavar="HOST", help="GPU node, e.g. gpu01")
+    f.add_argument("host", metavar="HOST", help="GPU node, e.g. gpu01 (power-off: a monitoring host, mon01)")
     f.add_argument(
         "gpu", nargs="?", metavar="GPU", help="GPU index 0-3 (not for node-down, bmc-thermal, bmc-down)"
     )
@@ -303,6 +306,11 @@ def _fault(args: argparse.Namespace, inv: ops.Invocation) -> int:
             f"node-down cleared; exporters started again: {units}"
             if res.cleared
             else f"node-down injected; exporters stopped: {units}",
+        )
+    elif res.kind == "power-off":
+        ok(
+            res.host,
+            f"power-off {'cleared: booted from its disk' if res.cleared else 'injected'}; {res.state}",
         )
     elif res.gpu is None:  # a BMC fault
         ok(

@@ -284,6 +284,40 @@ def up(
     return UpResult(reports, inv, cache, built, nodes, time.monotonic() - t0)
 
 
+def power(paths: LabPaths, name: str, *, on: bool, log: Log = lambda _m: None) -> HostReport:
+    """Power the monitoring host NAME off as a power cut would (its container killed, no shutdown;
+    its disk, the overlay root, kept), or ON again: booted from that same root, as a host comes back
+    after a power cut, with what was deployed on it. A host that is off is still part of the lab:
+    `lab down` removes it; `lab up` would boot a fresh host in its place."""
+    _require_root()
+    with _locked(paths):
+        st = lab_state.load(paths.state_file)
+        hosts = lab_hosts(st.gpu_nodes, st.monitoring_hosts)
+        host = next((h for h in hosts if h.name == name), None)
+        hs = st.hosts.get(name)
+        if host is None or hs is None:
+            raise LabError(name, "no such host in the lab (`vigil lab status` lists them)")
+        if "monitoring" not in host.groups:
+            raise LabError(name, "power-off acts on monitoring hosts only (a Slurm host's return is Slurm's)")
+        proc = _proc(hs)
+        if not on:
+            how = nspawn.kill(proc, name=name)
+            log(f"{name}: powered off ({how})")
+            return HostReport(name, host.ip, None, False, f"powered off ({how})")
+        if nspawn.alive(proc):
+            answer, failed = system_state(paths, host)
+            return HostReport(name, host.ip, proc.pid, True, answer, failed, False)
+        root = paths.rootfs(name)
+        if not (root / "etc" / "hostname").is_file():
+            raise LabError(name, f"its root {root} is gone: `vigil lab up` boots a fresh host instead")
+        proc = nspawn.start(host, root, paths.console_log(name), cgroup_dirs=hs.cgroups)
+        hs.pid, hs.starttime = proc.pid, proc.starttime
+        lab_state.save(paths.state_file, st)
+        log(f"{name}: booting from its disk (pid {proc.pid})")
+        answer, failed = _wait_host(paths, host, proc, paths.console_log(name))
+        return HostReport(name, host.ip, proc.pid, True, answer, failed, True)
+
+
 def _stop(hs: lab_state.HostState) -> str | LabError:
     try:
         return nspawn.stop(_proc(hs), name=hs.name)

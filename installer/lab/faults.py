@@ -9,6 +9,9 @@ but its system python3.
 lab is shared): it stops the node's exporters — whichever of :data:`EXPORTER_UNITS` are active — and
 records them in ``/run/vigil/lab-node-down``; ``--clear`` starts exactly those again.
 
+``power-off`` cuts a monitoring host's power: its container is killed with no shutdown, its disk
+kept; ``--clear`` boots it again from that disk, with what was deployed on it (the pair's drills).
+
 BMC faults (``bmc-thermal``, ``bmc-down``) go into the node's BMC simulator's state file
 (``/var/lib/vigil/bmcsim/faults.json``) the same way, with :mod:`vigil.exporters.redfish.bmcsim.faults`
 as the editor: the simulator re-reads it at every request. The node itself, its GPUs and its
@@ -41,7 +44,9 @@ GPU_KINDS = (
 )
 #: faults of the node's simulated BMC (installer/lab/bmc.py), not of a GPU
 BMC_KINDS = ("bmc-thermal", "bmc-down")
-KINDS = (*GPU_KINDS, "node-down", *BMC_KINDS)
+#: faults of a whole monitoring host (the monitoring pair's drills, docs/ha.md)
+HOST_KINDS = ("power-off",)
+KINDS = (*GPU_KINDS, "node-down", *BMC_KINDS, *HOST_KINDS)
 FAULTS_FILE = "/var/lib/vigil/gpusim/faults.json"
 BMC_FAULTS_FILE = "/var/lib/vigil/bmcsim/faults.json"
 NODE_DOWN_FILE = "/run/vigil/lab-node-down"
@@ -112,9 +117,16 @@ def check_fault(
         node = host_by_name(host, hosts)
     except LabError as exc:
         raise LabRequestRefused(exc.obj, exc.reason) from None
-    if not node.gpu_node:
+    if kind in HOST_KINDS:
+        if "monitoring" not in node.groups:
+            raise LabRequestRefused(host, f"{kind} acts on monitoring hosts only")
+        if gpu is not None:
+            raise LabRequestRefused(f"{host}/{gpu}", f"{kind} acts on the whole host: give no GPU index")
+    elif not node.gpu_node:
         raise LabRequestRefused(host, "faults are injected on GPU nodes only")
-    if kind in BMC_KINDS:
+    if kind in HOST_KINDS:
+        pass  # checked above
+    elif kind in BMC_KINDS:
         if gpu is not None:
             raise LabRequestRefused(f"{host}/{gpu}", f"{kind} acts on the node's BMC: give no GPU index")
     elif kind == "node-down":
@@ -156,6 +168,12 @@ def inject(
     h = host_by_name(host, hosts)
     if kind == "node-down":
         return _node_down(paths, h.name, h.ip, clear=clear)
+    if kind == "power-off":
+        from vigil.installer.lab.control import power
+
+        report = power(paths, h.name, on=clear)
+        state = "running" if report.running else "off"
+        return FaultResult(kind, h.name, None, clear, f"{state}: {report.system}")
     if kind in BMC_KINDS:
         return _bmc_fault(paths, kind, h.name, h.ip, clear=clear)
     assert gpu is not None  # noqa: S101 - check_fault refuses a GPU fault without an index

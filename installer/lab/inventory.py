@@ -44,6 +44,16 @@ GROUP_VARS: dict[str, dict[str, Any]] = {
     },
 }
 
+#: where the monitoring pair's Alertmanagers send their notifications in the lab: a webhook receiver
+#: on the admin host's lab address, which counts them (installer/lab/webhook.py; the pair's drills
+#: run it, a person can too: docs/lab.md). Nothing listens there unless one runs it; Alertmanager
+#: then logs its failed notifications, as with the role's default receiver.
+WEBHOOK_PORT = 9095
+PAIR_VARS: dict[str, Any] = {
+    "alertmanager_webhook_url": f"http://{ADMIN_IP}:{WEBHOOK_PORT}/",
+    "alertmanager_site_hosts": [ADMIN_IP],
+}
+
 HEADER = "# Written by `vigil lab up`; rewritten on every run, removed by `vigil lab down`. Do not edit.\n"
 
 
@@ -69,6 +79,8 @@ def inventory_data(
             children[group]["vars"] = dict(GROUP_VARS[group])
         if group == "monitoring" and bmcs is not None:
             children[group]["vars"].update(bmc.exporter_vars(bmcs, lab_bmcs))
+        if group == "monitoring" and len(children[group]["hosts"]) > 1:
+            children[group]["vars"].update(PAIR_VARS)
     return {
         "all": {
             "vars": {

@@ -179,6 +179,20 @@ def stop(
     )
 
 
+def kill(proc: Proc, *, name: str | None = None, kill_wait: float | None = None) -> str:
+    """Stop the container hard, as a power cut would: SIGKILL to its init and to systemd-nspawn, no
+    shutdown. Returns "not running" or "killed"; raises LabError about NAME when it is still there."""
+    kill_wait = KILL_WAIT if kill_wait is None else kill_wait
+    if not alive(proc):
+        return "not running"
+    for leader in [Proc(k, st[1]) for k in _children(proc.pid) if (st := _stat(k)) is not None]:
+        _send(leader, signal.SIGKILL)
+    _send(proc, signal.SIGKILL)
+    if _wait_gone(proc, kill_wait, 0.1):
+        return "killed"
+    raise LabError(name or f"pid {proc.pid}", f"systemd-nspawn (pid {proc.pid}) did not exit after SIGKILL")
+
+
 def our_strays(lab_dir: Path, known: set[int]) -> list[int]:
     """systemd-nspawn processes booting a root under LAB_DIR that the state file does not record."""
     found = []

@@ -193,7 +193,14 @@ FIRST = (
     "test_exporters.py",
     "test_redfish.py",
 )
-LAST = ("test_audit_role.py", "test_jobmap.py", "test_upgrade.py", "test_lab.py", "test_sixteen_nodes.py")
+LAST = (
+    "test_audit_role.py",
+    "test_jobmap.py",
+    "test_upgrade.py",
+    "test_lab.py",
+    "test_pair.py",
+    "test_sixteen_nodes.py",
+)
 
 
 @pytest.hookimpl(trylast=True)

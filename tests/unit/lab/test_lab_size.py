@@ -146,6 +146,13 @@ def test_a_second_monitoring_host_is_mon02_at_the_address_after_the_controller(t
         "mon01": {"ansible_host": "198.18.0.10"},
         "mon02": {"ansible_host": "198.18.0.12"},
     }
+    # the pair's Alertmanagers notify the lab's webhook receiver on the admin host's lab address;
+    # the default lab keeps the role's receiver
+    pair_vars = groups["monitoring"]["vars"]
+    assert pair_vars["alertmanager_webhook_url"] == "http://198.18.0.1:9095/"
+    assert pair_vars["alertmanager_site_hosts"] == ["198.18.0.1"]
+    single = inventory.inventory_data(paths, lab_hosts(2))["all"]["children"]["monitoring"]["vars"]
+    assert "alertmanager_webhook_url" not in single and "alertmanager_site_hosts" not in single
     assert "198.18.0.12\tmon02" in prepare.etc_hosts(hosts).splitlines()
     # mon02 runs no Slurm daemon
     assert "mon02" not in slurm.slurm_conf(hosts)

@@ -61,6 +61,11 @@ def run(capsys: pytest.CaptureFixture[str], tmp_path: Path, *argv: str) -> tuple
             ["bmc-down", "gpu01", "--rate", "5"],
             "FAIL: --rate 5.0: is for ecc-sbe-storm and nvlink-crc only, not bmc-down",
         ),
+        (["power-off", "gpu01"], "FAIL: gpu01: power-off acts on monitoring hosts only"),
+        (["power-off", "ctl01", "--clear"], "FAIL: ctl01: power-off acts on monitoring hosts only"),
+        (["power-off", "mon01", "0"], "FAIL: mon01/0: power-off acts on the whole host: give no GPU index"),
+        (["power-off", "mon02"], "FAIL: mon02: no such lab host (hosts: mon01, ctl01, gpu01, gpu02)"),
+        (["power-off", "mon01", "--code", "79"], "FAIL: --code 79: is for xid only, not power-off"),
     ],
 )
 def test_lab_fault_refuses_what_it_would_not_do_as_asked(
