@@ -29,7 +29,7 @@ def records(home: Path) -> list[dict[str, object]]:
 def test_the_example_passes_and_the_check_is_recorded(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["inventory", "check", "-i", str(EXAMPLE), "--ansible-dir", str(REPO), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["groups"]["monitoring"] == ["mon01"] and len(out["selected"]) == 18
+    assert out["groups"]["monitoring"] == ["mon01", "mon02"] and len(out["selected"]) == 19
     assert out["specs_checked"] and out["checked"] > 80 and out["findings"] == []
     last = records(home)[-1]
     assert (last["action"], last["outcome"], last["object"]) == ("inventory.check", "ok", str(EXAMPLE))
@@ -58,7 +58,7 @@ def test_without_a_bundle_the_specs_are_said_to_be_unchecked(
     assert main(["inventory", "check", "-i", str(EXAMPLE)]) == 0
     out = capsys.readouterr().out
     assert "roles' argument specs: not checked (no bundle imported" in out
-    assert out.splitlines()[-1] == f"OK: {EXAMPLE}: 18 hosts checked; nothing contacted"
+    assert out.splitlines()[-1] == f"OK: {EXAMPLE}: 19 hosts checked; nothing contacted"
 
 
 def test_a_broken_inventory_fails_as_deploy_fails(
