@@ -97,7 +97,13 @@ ACTIONS = ("deploy", "upgrade", "rollback")
 
 
 def move_argv(
-    action: str, inventory: Path, trust: Path | None, to: int | None, serial: int, keep_store: bool
+    action: str,
+    inventory: Path,
+    trust: Path | None,
+    to: int | None,
+    serial: int,
+    keep_store: bool,
+    admin: bool = True,
 ) -> list[str]:
     """The `vigil upgrade` / `vigil rollback` command line that does what the screen does."""
     argv = [action, "--inventory", str(inventory)]
@@ -105,7 +111,22 @@ def move_argv(
     argv += ["--to", str(to)] if to is not None else []
     argv += ["--serial", str(serial)] if serial != 1 else []
     argv += ["--keep-store"] if keep_store and action == "rollback" else []
+    argv += [] if admin else ["--no-admin"]
     return argv
+
+
+def admin_lines(out: ops.Outcome) -> list[str]:
+    """The admin host's line of an upgrade or rollback: its plan (what ``current`` moves to), or
+    what the run did with it; none with --no-admin."""
+    a = out.admin or {}
+    if a.get("plan"):
+        return [str(a["plan"])]
+    if "switched" not in a:
+        return []
+    where = str(Path(str(a["root"])) / "current") if a.get("root") else "current"
+    if a["switched"]:
+        return [f"admin host: {where} -> {a.get('current')} (installed: {a.get('installed', '?')})"]
+    return [f"admin host: {a.get('current')} installed beside, {where} not switched"]
 
 
 class DeployScreen(VigilScreen):
@@ -173,6 +194,7 @@ class DeployScreen(VigilScreen):
             yield Label("Serial", classes="short")
             yield Input("1", id="serial", classes="num", compact=True)
             yield Checkbox("keep store", id="keep-store", compact=True)
+            yield Checkbox("no admin", id="no-admin", compact=True)
         with Horizontal(classes="row"):
             yield Button("Plan", id="plan-button", compact=True, variant="primary")
             yield Button("Deploy", id="confirm", compact=True, variant="warning", disabled=True)
@@ -225,6 +247,7 @@ class DeployScreen(VigilScreen):
                 )
                 return
         keep_store = self.query_one("#keep-store", Checkbox).value
+        admin = not self.query_one("#no-admin", Checkbox).value
         self._busy = True
         self.action = action
         self._answer.clear()
@@ -242,7 +265,7 @@ class DeployScreen(VigilScreen):
         self.query_one("#result", ResultLine).info(
             f"planning the {action}: bundles re-verified, every host's facts read …"
         )
-        self._move(action, Path(text).expanduser(), trust, to, serial, keep_store, check)
+        self._move(action, Path(text).expanduser(), trust, to, serial, keep_store, check, admin)
 
     @on(Button.Pressed, "#confirm")
     def action_confirm(self) -> None:
@@ -329,10 +352,12 @@ class DeployScreen(VigilScreen):
         serial: int,
         keep_store: bool,
         check: bool,
+        admin: bool = True,
     ) -> None:
-        """An upgrade or rollback: its plan (``--check``), then, confirmed, the run; two records."""
+        """An upgrade or rollback: its plan (``--check``), then, confirmed, the run; two records.
+        ADMIN: the admin host's vigil moves with the site (unticked "no admin"), as the CLI's."""
         worker = get_current_worker()
-        argv = move_argv(action, inventory, trust, to, serial, keep_store)
+        argv = move_argv(action, inventory, trust, to, serial, keep_store, admin)
 
         def run(
             inv: ops.Invocation, *, check: bool, events: queue.Queue[dict[str, Any]] | None = None
@@ -347,6 +372,7 @@ class DeployScreen(VigilScreen):
                 rollback=action == "rollback",
                 allow_downgrade=action == "rollback",
                 keep_store=keep_store and action == "rollback",
+                admin=admin,
                 events=events,
                 stop=self._cancel,
             )
@@ -374,6 +400,7 @@ class DeployScreen(VigilScreen):
     def _move_planned(self, out: ops.Outcome) -> None:
         self.outcome = out
         lines = ops.upgrade_plan_lines(out.changes, out.target, out.files, out.files_unknown)
+        lines += admin_lines(out)
         self.query_one("#plan", Static).update(plain_lines(lines))
         self.query_one("#result", ResultLine).info(
             f"planned ({len(lines) - 1} lines): ctrl+y runs the {self.action}, ctrl+n discards"
@@ -405,7 +432,10 @@ class DeployScreen(VigilScreen):
         if plan_only:
             self.outcome = out
             lines = ops.upgrade_plan_lines(out.changes, out.target, out.files, out.files_unknown)
-            self.query_one("#plan", Static).update(plain_lines(lines))
+            self.query_one("#plan", Static).update(plain_lines(lines + admin_lines(out)))
+        else:
+            for line in admin_lines(out):
+                self.query_one("#log", RichLog).write(plain(line))
         result.ok(f"OK: {self.action} {out.upgrade_id}: {ops.upgrade_outcome_message(out)}")
 
     def _buttons(self, *, planned: bool, running: bool) -> None:

@@ -4,17 +4,18 @@ CLI's words with the CLI's audit record, and the refusals it makes before anythi
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import yaml
 from textual.pilot import Pilot
-from textual.widgets import Input, Select
+from textual.widgets import Checkbox, Input, Select
 from tui_helpers import Signed, audit_lines, cli_fail_line, drive, settle
 
 from vigil.installer.cli import main
 from vigil.tui import VigilApp
-from vigil.tui.screens.deploy import move_argv
+from vigil.tui.screens.deploy import admin_lines, move_argv
 from vigil.tui.widgets import ResultLine
 
 
@@ -27,6 +28,26 @@ def test_the_screen_runs_the_command_an_operator_would_type() -> None:
     assert move_argv("rollback", inv, None, None, 1, True) == [
         "rollback", "--inventory", "/site", "--keep-store"
     ]  # fmt: skip
+    assert move_argv("upgrade", inv, None, None, 1, False, admin=False) == [
+        "upgrade", "--inventory", "/site", "--no-admin"
+    ]  # fmt: skip
+
+
+def test_the_admin_hosts_line_says_its_plan_or_what_the_run_did() -> None:
+    def out(**admin: object) -> Any:
+        return SimpleNamespace(admin=admin)
+
+    plan = "admin host: vigil 0.9.0 (bundle 1) -> 0.10.0 (bundle 2) under /opt/vigil/admin"
+    assert admin_lines(out(plan=plan)) == [plan]
+    switched = out(root="/opt/vigil/admin", switched=True, current="0.10.0-bundle2", installed="new")
+    assert admin_lines(switched) == [
+        "admin host: /opt/vigil/admin/current -> 0.10.0-bundle2 (installed: new)"
+    ]
+    kept = out(root="/opt/vigil/admin", switched=False, current="0.10.0-bundle2")
+    assert admin_lines(kept) == [
+        "admin host: 0.10.0-bundle2 installed beside, /opt/vigil/admin/current not switched"
+    ]
+    assert admin_lines(out()) == []  # --no-admin, or a run that ended before the admin step
 
 
 def unreachable_site(root: Path) -> Path:
@@ -46,13 +67,14 @@ def fill(app: VigilApp, inventory: Path, trust: Path, action: str, **fields: str
         app.screen.query_one(f"#{name}", Input).value = value
 
 
-@pytest.mark.parametrize("action", ["upgrade", "rollback"])
+@pytest.mark.parametrize(("action", "no_admin"), [("upgrade", False), ("rollback", False), ("upgrade", True)])
 def test_a_plan_that_cannot_reach_a_host_says_so_as_the_cli_does_and_changes_nothing(
-    signed: Signed, capsys: pytest.CaptureFixture[str], action: str
+    signed: Signed, capsys: pytest.CaptureFixture[str], action: str, no_admin: bool
 ) -> None:
     assert main(["bundle", "import", str(signed.bundle), "--trust", str(signed.trust)]) == 0
     site = unreachable_site(signed.tmp / "site")
     argv = [action, "--inventory", str(site), "--trust", str(signed.trust), "--to", "3"]
+    argv += ["--no-admin"] if no_admin else []
     expected = cli_fail_line(capsys, *argv, "--check")
     assert expected.startswith("FAIL: host mon01: unreachable: ") and "nothing was changed" in expected
     cli_record = audit_lines(signed.home)[-1]
@@ -60,6 +82,7 @@ def test_a_plan_that_cannot_reach_a_host_says_so_as_the_cli_does_and_changes_not
 
     async def scenario(app: VigilApp, pilot: Pilot[None]) -> None:
         fill(app, site, signed.trust, action, to="3")
+        app.screen.query_one("#no-admin", Checkbox).value = no_admin
         await pilot.press("ctrl+r")
         await settle(app, pilot)
         seen["result"] = app.screen.query_one("#result", ResultLine).lines
