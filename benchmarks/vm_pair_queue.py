@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.helpers.vmpair import Exporter, Process, free_port, metric  # noqa: E402 - the repository's helpers
+from tests.helpers.components import free_port  # noqa: E402 - the repository's helpers
+from tests.helpers.vmpair import Exporter, Process, metric  # noqa: E402
 
 
 def main() -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import http.server
 import json
 import math
-import socket
 import subprocess
 import threading
 import time
@@ -18,12 +17,6 @@ import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def get(url: str, timeout: float = 60) -> bytes:

@@ -30,7 +30,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -46,9 +45,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.helpers.components import fetched_bin, free_port
 from tests.unit.roles.rendering import ROLES, contract_vars, exec_argv, render, tls_vars
-from vigil.bundle.catalog import CATALOG_DIR, load_lock
-from vigil.bundle.fetchers import fetch_component
 from vigil.installer import pki
 from vigil.installer.lab.webhook import WebhookReceiver
 
@@ -75,18 +73,10 @@ def channel(
     request: pytest.FixtureRequest, vigil_cache: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[str, str, Path]:
     """(channel, Alertmanager's package version, the fetched binary), as a build fetches it."""
-    comp = load_lock(CATALOG_DIR / f"{request.param}.lock.yaml").component("prometheus-alertmanager")
-    out = tmp_path_factory.mktemp(request.param)
-    fetch_component(comp, vigil_cache, out)
-    binary = out / "components" / "prometheus-alertmanager" / "bin" / "alertmanager"
+    version, bin_dir = fetched_bin(request.param, "prometheus-alertmanager", vigil_cache, tmp_path_factory)
+    binary = bin_dir / "alertmanager"
     assert binary.is_file()
-    return request.param, comp.version, binary
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return request.param, version, binary
 
 
 @dataclass
@@ -173,8 +163,8 @@ def site(
         hosts[host] = {
             "ansible_host": "127.0.0.1",
             "alertmanager_listen_address": "127.0.0.1",
-            "alertmanager_port": _port(),
-            "alertmanager_cluster_port": _port(),
+            "alertmanager_port": free_port(),
+            "alertmanager_cluster_port": free_port(),
             "alertmanager_data_dir": str(root / "data"),
             "alertmanager_config_dir": str(root / "etc"),
             "common_tls_dir": str(root / "tls"),
@@ -359,13 +349,13 @@ def _intruder(site: dict[str, Any], name: str, ca_home: Path, cert_host: str, cl
     (root / "alertmanager.yml").write_text(
         yaml.safe_dump({"route": {"receiver": "null"}, "receivers": [{"name": "null"}]})
     )
-    port = _port()
+    port = free_port()
     argv = [
         str(site["binary"]),
         f"--config.file={root / 'alertmanager.yml'}",
         f"--storage.path={data}",
         f"--web.listen-address=127.0.0.1:{port}",
-        f"--cluster.listen-address=127.0.0.1:{_port()}",
+        f"--cluster.listen-address=127.0.0.1:{free_port()}",
         *[f"--cluster.peer=127.0.0.1:{hv['alertmanager_cluster_port']}" for hv in site["hosts"].values()],
         f"--cluster.tls-config={root / 'cluster-tls.yml'}",
         "--cluster.pushpull-interval=2s",

@@ -18,7 +18,6 @@ import base64
 import contextlib
 import json
 import re
-import socket
 import subprocess
 import time
 import urllib.error
@@ -29,8 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vigil.bundle.catalog import CATALOG_DIR, load_lock
-from vigil.bundle.fetchers import fetch_component
+from tests.helpers.components import fetched_bin, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -55,19 +53,10 @@ def shipped(
     request: pytest.FixtureRequest, vigil_cache: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Path:
     """The victoria-metrics component of a channel's lock, fetched and checked as a build does."""
-    comp = load_lock(CATALOG_DIR / f"{request.param}.lock.yaml").component("victoria-metrics")
-    out = tmp_path_factory.mktemp(request.param)
-    fetch_component(comp, vigil_cache, out)
-    bin_dir = out / "components" / "victoria-metrics" / "bin"
-    (bin_dir / "version").write_text(comp.version)
+    version, bin_dir = fetched_bin(request.param, "victoria-metrics", vigil_cache, tmp_path_factory)
+    (bin_dir / "version").write_text(version)
     (bin_dir / "channel").write_text(request.param)
     return bin_dir
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _get(url: str, *, login: bool) -> tuple[int, str]:
@@ -88,7 +77,7 @@ def stack(shipped: Path, tmp_path: Path) -> Iterator[tuple[bool, int, int]]:
     key_in_url = _version((shipped / "version").read_text()) < _login_since()
     # Debian 13's 1.112 (debian-next) must never carry the key in a URL
     assert key_in_url is ((shipped / "channel").read_text() == "debian")
-    vm_port, alert_port = _port(), _port()
+    vm_port, alert_port = free_port(), free_port()
     (tmp_path / "api.password").write_text(PASSWORD + "\n")
     jobs = []
     for name, port in (("victoriametrics", vm_port), ("vmalert", alert_port)):

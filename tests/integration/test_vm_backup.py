@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -26,8 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from vigil.bundle.catalog import CATALOG_DIR, load_lock
-from vigil.bundle.fetchers import fetch_component
+from tests.helpers.components import fetched_bin, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -43,19 +41,10 @@ def shipped(
     request: pytest.FixtureRequest, vigil_cache: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Path:
     """The victoria-metrics component of a channel's lock, fetched and checked as a build does."""
-    comp = load_lock(CATALOG_DIR / f"{request.param}.lock.yaml").component("victoria-metrics")
-    out = tmp_path_factory.mktemp(request.param)
-    fetch_component(comp, vigil_cache, out)
-    bin_dir = out / "components" / "victoria-metrics" / "bin"
+    _, bin_dir = fetched_bin(request.param, "victoria-metrics", vigil_cache, tmp_path_factory)
     assert (bin_dir / "vmbackup").is_file()
     assert not (bin_dir / "vmrestore").exists()  # what the restore below stands in for
     return bin_dir
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _get(url: str, data: bytes | None = None) -> bytes:
@@ -67,7 +56,7 @@ def _get(url: str, data: bytes | None = None) -> bytes:
 class VM:
     def __init__(self, bin_dir: Path, data: Path) -> None:
         self.data = data
-        self.url = f"http://127.0.0.1:{_port()}"
+        self.url = f"http://127.0.0.1:{free_port()}"
         self.proc = subprocess.Popen(
             [
                 str(bin_dir / "victoria-metrics"),

@@ -23,19 +23,17 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.helpers.components import fetched_bin, free_port
 from tests.helpers.vmpair import (
     Exporter,
     Process,
     export,
     flag_value,
     flush,
-    free_port,
     metric,
     replace_flag,
 )
 from tests.unit.roles.rendering import SAMPLE_INVENTORY, render
-from vigil.bundle.catalog import CATALOG_DIR, load_lock
-from vigil.bundle.fetchers import fetch_component
 
 pytestmark = pytest.mark.integration
 
@@ -146,10 +144,7 @@ class Pair:
 def channel(
     request: pytest.FixtureRequest, vigil_cache: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[str, Path]:
-    comp = load_lock(CATALOG_DIR / f"{request.param}.lock.yaml").component("victoria-metrics")
-    out = tmp_path_factory.mktemp(request.param)
-    fetch_component(comp, vigil_cache, out)
-    return request.param, out / "components" / "victoria-metrics" / "bin"
+    return request.param, fetched_bin(request.param, "victoria-metrics", vigil_cache, tmp_path_factory)[1]
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ uses. The rendered text comes back keyed by a short name.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -89,6 +90,18 @@ UNITS = {
     "node_exporter": ("_node_exporter_exec_start", "node_exporter_data_dir", False),
     "grafana": ("_grafana_exec_start", "grafana_data_dir", False),
 }
+
+
+#: the sample site with a second monitoring host: the monitoring pair (docs/ha.md)
+PAIR_INVENTORY: dict[str, Any] = copy.deepcopy(SAMPLE_INVENTORY)
+PAIR_INVENTORY["all"]["children"]["monitoring"]["hosts"]["mon02"] = {"ansible_host": "198.18.0.12"}
+
+
+def pair_tls_vars(home: Path) -> dict[str, Any]:
+    """:func:`tls_vars` for the pair: mon02 has its certificate too."""
+    ev = tls_vars(home)
+    ev["vigil_tls_hosts"] = sorted({*ev["vigil_tls_hosts"], "mon02"})
+    return ev
 
 
 def exec_argv(unit: str) -> list[str]:

@@ -20,18 +20,17 @@ import yaml
 
 from tests.unit.roles.rendering import (
     DEBIAN_ARTIFACTS,
+    PAIR_INVENTORY,
     ROLES,
-    SAMPLE_INVENTORY,
     contract_vars,
     exec_argv,
+    pair_tls_vars,
     render,
     run_playbook,
-    tls_vars,
 )
 from tests.unit.roles.test_role_firewall import SITE, _play
 
-PAIR: dict[str, Any] = copy.deepcopy(SAMPLE_INVENTORY)
-PAIR["all"]["children"]["monitoring"]["hosts"]["mon02"] = {"ansible_host": "198.18.0.12"}
+PAIR = PAIR_INVENTORY
 NEXT_ARTIFACTS = {
     **DEBIAN_ARTIFACTS,
     "bin/alertmanager": ("prometheus-alertmanager", "0.28.1+ds-1"),
@@ -41,8 +40,7 @@ UNITS = ("alertmanager.service", "vmalert.service")
 
 
 def _site_vars(tmp: Path, artifacts: dict[str, tuple[str, str]] | None = None) -> dict[str, Any]:
-    ev = tls_vars(tmp / "site")
-    ev["vigil_tls_hosts"] = sorted([*ev["vigil_tls_hosts"], "mon02"])
+    ev = pair_tls_vars(tmp / "site")
     if artifacts is not None:
         ev["vigil_artifacts"] = contract_vars(tmp / "home", artifacts)["vigil_artifacts"]
     return ev

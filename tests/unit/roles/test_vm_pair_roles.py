@@ -14,11 +14,17 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.unit.roles.rendering import ROLES, SAMPLE_INVENTORY, render, run_playbook, tls_vars
+from tests.unit.roles.rendering import (
+    PAIR_INVENTORY,
+    ROLES,
+    SAMPLE_INVENTORY,
+    pair_tls_vars,
+    render,
+    run_playbook,
+)
 from tests.unit.roles.test_role_firewall import ADMIN, SITE, _play, _rule
 
-PAIR = copy.deepcopy(SAMPLE_INVENTORY)
-PAIR["all"]["children"]["monitoring"]["hosts"]["mon02"] = {"ansible_host": "198.18.0.12"}
+PAIR = PAIR_INVENTORY
 
 
 def argv(unit: str) -> list[str]:
@@ -40,9 +46,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def pair_tls(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     tmp = tmp_path_factory.mktemp("pair-tls")
-    ev = tls_vars(tmp / "home")
-    ev["vigil_tls_hosts"] = sorted({*ev["vigil_tls_hosts"], "mon02"})
-    return render(tmp, inventory=PAIR, extra_vars=ev)
+    return render(tmp, inventory=PAIR, extra_vars=pair_tls_vars(tmp / "home"))
 
 
 def test_victoriametrics_deduplicates_at_the_scrape_interval_and_does_not_scrape(
