@@ -13,6 +13,7 @@ then holds exactly one sample per scrape interval of every series, the same in b
 
 from __future__ import annotations
 
+import json
 import math
 import shlex
 import time
@@ -281,3 +282,80 @@ def test_each_replica_holds_one_sample_per_interval_and_the_same_after_an_outage
             time.sleep(INTERVAL)
     for h in HOSTS:
         assert metric(p.agent_urls[h], "vm_persistentqueue_bytes_dropped_total") == 0
+
+
+def test_the_two_vmalerts_record_at_the_same_aligned_timestamps(
+    channel: tuple[str, Path], tmp_path: Path, measured: Any
+) -> None:
+    """Both monitoring hosts' vmalerts evaluate every group (docs/ha.md). What one records is not
+    counted twice only because both write each evaluation at the same timestamp, a multiple of the
+    group's interval, whenever each was started: VictoriaMetrics keeps one sample of a timestamp
+    that comes twice (and deduplicates per interval besides). Measured with the channel's vmalert,
+    started twice 2.3 s apart, each writing its results with a label of its own into one store."""
+    name, bin_dir = channel
+    every = 5
+    rules = tmp_path / "rules.yml"
+    rules.write_text(
+        yaml.safe_dump(
+            {
+                "groups": [
+                    {
+                        "name": "acct",
+                        "interval": f"{every}s",
+                        "rules": [{"record": "t:one", "expr": "vector(1)"}],
+                    }
+                ]
+            }
+        )
+    )
+    vm_port = free_port()
+    vm_url = f"http://127.0.0.1:{vm_port}"
+    vm = Process(
+        [str(bin_dir / "victoria-metrics"), f"-storageDataPath={tmp_path / 'data'}",
+         f"-httpListenAddr=127.0.0.1:{vm_port}", "-search.latencyOffset=1s"],
+        tmp_path / "vm.log",
+        f"{vm_url}/health",
+    )  # fmt: skip
+    alerts = []
+    for replica in ("a", "b"):
+        port = free_port()
+        alerts.append(
+            Process(
+                [
+                    str(bin_dir / "vmalert"),
+                    f"-rule={rules}",
+                    f"-datasource.url={vm_url}",
+                    f"-remoteWrite.url={vm_url}",
+                    "-remoteWrite.flushInterval=1s",
+                    f"-notifier.url=http://127.0.0.1:{free_port()}",  # recording rules only: never called
+                    f"-external.label=replica={replica}",
+                    f"-httpListenAddr=127.0.0.1:{port}",
+                ],
+                tmp_path / f"vmalert-{replica}.log",
+                f"http://127.0.0.1:{port}/health",
+            )  # fmt: skip
+        )
+    try:
+        vm.start()
+        t0 = time.time()
+        alerts[0].start()
+        time.sleep(2.3)
+        alerts[1].start()
+        time.sleep(6 * every)
+        t1 = time.time()
+        for a in alerts:
+            a.stop()
+        flush(vm_url)
+        # 1.112 writes each result at its query time, -rule.evalDelay (30 s) before the evaluation
+        series = export(vm_url, "t:one", t0 - 60, t1 + every)
+    finally:
+        for a in alerts:
+            a.stop()
+        vm.stop()
+    stamps = {json.loads(k)["replica"]: [ts for ts, _ in v] for k, v in series.items()}
+    assert set(stamps) == {"a", "b"}, series
+    assert all(ts % (every * 1000) == 0 for ts in stamps["a"] + stamps["b"]), stamps
+    common = set(stamps["a"]) & set(stamps["b"])
+    # every evaluation both ran (b started 2.3 s later) at the same timestamp
+    assert len(common) >= 4 and set(stamps["b"]) <= set(stamps["a"]) | {max(stamps["b"])}, stamps
+    measured(f"pair ({name}): evaluations both vmalerts wrote at one timestamp", float(len(common)))
