@@ -221,3 +221,134 @@ def test_mon01_powered_off_while_a_gpu_fault_fires_notifies_once_from_mon02_and_
         pair.vigil("lab", "fault", "ecc-dbe", "gpu01", "0", "--clear", check=False)
         pair.vigil("lab", "fault", "power-off", "mon01", "--clear", check=False, timeout=600)
         pair.lab.ssh("ctl01", f"scancel {job}", check=False)
+
+
+#: how long VictoriaMetrics on mon01 is down in the outage drill (issue 36: five minutes)
+OUTAGE_S = 300
+
+
+def _usage(pair: Pair, address: str) -> dict[str, Any]:
+    month = time.strftime("%Y-%m", time.gmtime())
+    res = pair.vigil(
+        "report", "usage", "--period", month, "--vm", pair.access.url(address, 8428), timeout=300
+    )
+    doc = json.loads(Path(res.stdout.strip().splitlines()[-1]).read_bytes())
+    return {a["account"]: a for a in doc["accounts"]}
+
+
+def _samples(pair: Pair, address: str, match: str, start: float, end: float) -> dict[str, list[int]]:
+    """The raw sample times of each series matching MATCH in one replica, by its labels."""
+    params = [("match[]", match), ("start", f"{start:.3f}"), ("end", f"{end:.3f}")]
+    body = pair.vm(address).get("/api/v1/export", params).body.decode()
+    out: dict[str, list[int]] = {}
+    for line in body.splitlines():
+        if line.strip():
+            row = json.loads(line)
+            out[json.dumps(row["metric"], sort_keys=True)] = sorted(row["timestamps"])
+    return out
+
+
+@pytest.mark.soak
+def test_victoriametrics_on_mon01_down_five_minutes_loses_no_sample_and_the_reports_agree(
+    pair: Pair, measured: Any
+) -> None:
+    job = _job(pair, OUTAGE_S + 240)
+    wait_for(
+        f"job {job} on the GPUs in both stores",
+        lambda: all(
+            pair.query(a, f'DCGM_FI_DEV_GPU_TEMP{{instance="gpu01",hpc_job="{job}"}}') for a in (MON01, MON02)
+        ),
+        120,
+    )
+    both = Replicas(
+        [pair.access.url(MON01, 8428), pair.access.url(MON02, 8428)],
+        service="VictoriaMetrics",
+        access=pair.access,
+        timeout=5,
+        max_bytes=8 << 20,
+    )
+    failed, asked = [], 0
+    pair.lab.ssh("mon01", "systemctl stop vigil-victoriametrics")
+    t_down = time.time()
+    try:
+        while time.time() < t_down + OUTAGE_S:
+            asked += 1
+            try:
+                both.get("/api/v1/query", [("query", "sum(up)")])
+            except Exception as exc:  # noqa: BLE001 - every failure is counted and shown
+                failed.append(str(exc))
+            time.sleep(5)
+    finally:
+        pair.lab.ssh("mon01", "systemctl start vigil-victoriametrics")
+    t_up = time.time()
+    assert failed == [], failed
+    measured("lab pair: client queries during mon01's outage (none failed)", float(asked))
+    wait_for(
+        "mon01's queues delivered (vigil status: every replica healthy)", lambda: _replicas_healthy(pair), 600
+    )
+    # the outage's samples: the same series and the same sample times in both replicas
+    wait_for(
+        "the job's end", lambda: not pair.query(MON02, f'slurm_job_info{{hpc_job="{job}"}}'), OUTAGE_S + 600
+    )
+    ours = _samples(pair, MON01, '{__name__=~"up|DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"}', t_down, t_up)
+    theirs = _samples(pair, MON02, '{__name__=~"up|DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"}', t_down, t_up)
+    assert ours.keys() == theirs.keys()
+    missing = {k: sorted(set(theirs[k]) - set(ours[k])) for k in theirs if set(theirs[k]) - set(ours[k])}
+    assert missing == {}, missing
+    measured(
+        "lab pair: samples of the outage in mon01 (from the queues)", float(sum(map(len, ours.values())))
+    )
+    # the usage report of the month, from either replica
+    a, b = _usage(pair, MON01), _usage(pair, MON02)
+    assert a.keys() == b.keys() and "physics" in a
+    for account in a:
+        for key in ("gpu_hours", "gpu_energy_kwh"):
+            assert a[account][key] == pytest.approx(b[account][key], rel=0.001, abs=0.0005), (account, key)
+
+
+@pytest.mark.soak
+def test_vmalert_restarted_during_a_pending_for_keeps_when_it_became_active(pair: Pair) -> None:
+    """vmalert restores its alerts' state on start (-remoteRead.url): a restart inside the `for:`
+    window keeps the alert's activeAt, so it fires on time and is not sent again as new."""
+    job = _job(pair, 600)
+    vmalert = Replicas(
+        [pair.access.url(MON01, 8880)], service="vmalert", access=pair.access, timeout=10, max_bytes=8 << 20
+    )
+
+    def thermal() -> dict[str, Any] | None:
+        try:
+            alerts = json.loads(vmalert.get("/api/v1/alerts").body)["data"]["alerts"] or []
+        except Exception:  # noqa: BLE001 - restarting: not yet
+            return None
+        return next(
+            (
+                x
+                for x in alerts
+                if x["name"] == "GpuTemperatureCritical" and x["labels"].get("instance") == "gpu01"
+            ),
+            None,
+        )
+
+    try:
+        wait_for(
+            f"GPU 1 of gpu01 tagged with job {job}",
+            lambda: pair.query(MON01, f'DCGM_FI_DEV_GPU_TEMP{{instance="gpu01",gpu="1",hpc_job="{job}"}}'),
+            120,
+        )
+        pair.vigil("lab", "fault", "thermal", "gpu01", "1")
+        pending = wait_for(
+            "GpuTemperatureCritical pending on mon01",
+            lambda: (a := thermal()) and a["state"] == "pending" and a,
+            180,
+            every=1,
+        )
+        # past the lab's 10 s latency offset, so the state's sample is readable, inside the window
+        time.sleep(12)
+        pair.lab.ssh("mon01", "systemctl restart vigil-vmalert")
+        after = wait_for("GpuTemperatureCritical on mon01 again", thermal, 120, every=1)
+        assert after["activeAt"] == pending["activeAt"], (pending, after)
+        fired = wait_for("it fires", lambda: (a := thermal()) and a["state"] == "firing" and a, 120, every=2)
+        assert fired["activeAt"] == pending["activeAt"], fired
+    finally:
+        pair.vigil("lab", "fault", "thermal", "gpu01", "1", "--clear", check=False)
+        pair.lab.ssh("ctl01", f"scancel {job}", check=False)
