@@ -1,9 +1,9 @@
 """The monitoring pair on the lab (docs/ha.md): a lab of two monitoring hosts (mon01, mon02), the
 session's signed bundle deployed on it, and the failures it must survive (issue 36's drills).
 
-The module brings up its own lab (`vigil lab up --monitoring-hosts 2`, one GPU node) and puts the
-default one back when it ends; it runs after the modules of the default lab (tests/lab/conftest.py,
-LAST). The Alertmanagers notify a webhook receiver on the admin host's lab address, which counts
+The module brings up its own lab (`vigil lab up --monitoring-hosts 2`, one GPU node) and, when a
+later module needs the lab, puts the default one back when it ends; it runs after the modules of the
+default lab (tests/lab/conftest.py, LAST). The Alertmanagers notify a webhook receiver on the admin host's lab address, which counts
 what they send (installer/lab/webhook.py).
 
 In `make test`: mon01 powered off while a GPU fault fires. The others are in `make test-soak`.
@@ -12,6 +12,7 @@ In `make test`: mon01 powered off while a GPU fault fires. The others are in `ma
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -107,7 +108,12 @@ def _replicas_healthy(pair: Pair) -> dict[str, Any] | None:
 
 
 @pytest.fixture(scope="module")
-def pair(lab: Lab, imported_release: Imported, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+def pair(
+    lab: Lab,
+    imported_release: Imported,
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
+) -> Iterator[Pair]:
     inventory = tmp_path_factory.mktemp("pair-inventory")
     lab.down()
     try:
@@ -126,8 +132,18 @@ def pair(lab: Lab, imported_release: Imported, tmp_path_factory: pytest.TempPath
                 )
             yield p
     finally:
-        lab.down()
-        lab.up()  # the default lab, for whatever runs after
+        if os.environ.get("VIGIL_LAB_KEEP") != "1":  # kept: the pair's lab, to look into
+            lab.down()
+            if _lab_used_after(request):
+                lab.up()  # the default lab, for the modules that run after
+
+
+def _lab_used_after(request: pytest.FixtureRequest) -> bool:
+    """Whether a test after this module's asks for the lab (in `make test` none does: the session
+    ends with this module, and bringing the default lab up only to take it down costs minutes)."""
+    items = request.session.items
+    last = max(i for i, item in enumerate(items) if item.module is request.module)
+    return any("lab" in getattr(item, "fixturenames", ()) for item in items[last + 1 :])
 
 
 def _job(pair: Pair, seconds: int) -> str:
