@@ -163,6 +163,8 @@ def test_preflight_names_each_bad_target_and_field_and_never_the_password(tmp_pa
             "timeout": 0,
         },
         {"name": "n", "url": "https://x", "username": "u", "password": SECRET, "ca_file": "ca.pem"},
+        {"name": "m", "url": "https://x", "username": "u", "password": "one\ntwo"},
+        {"name": "r", "url": "https://x", "username": "u", "password": "one\rtwo"},
     ]
     rc, out = preflight(tmp_path, redfish_exporter_port=1, redfish_exporter_targets=bad)
     assert rc != 0
@@ -177,6 +179,8 @@ def test_preflight_names_each_bad_target_and_field_and_never_the_password(tmp_pa
         "redfish_exporter_targets[2] (bad name): `auth` must be session or basic",
         "redfish_exporter_targets[2] (bad name): `timeout` must be in (0, 300] seconds",
         "redfish_exporter_targets[3] (n): `ca_file` must be an absolute path on the controller",
+        "redfish_exporter_targets[4] (m): `password` must be set, on one line",
+        "redfish_exporter_targets[5] (r): `password` must be set, on one line",
     ):
         assert says in out, says
     assert SECRET not in out

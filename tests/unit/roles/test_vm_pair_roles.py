@@ -171,3 +171,34 @@ def test_vmagent_refuses_a_single_monitoring_host_when_forced_on(tmp_path: Path)
         "vmagent runs in the monitoring pair only, with two hosts or more in group monitoring (1 now)"
         in res.stdout
     )
+
+
+def test_the_password_file_vmagent_gives_each_replica_holds_the_password_and_one_newline(
+    tmp_path: Path,
+) -> None:
+    """The file behind -remoteWrite.basicAuth.passwordFile, written by the role's own task text: in
+    the pair's lab a folded YAML string had ended it with a backslash and an n, which vmagent sent
+    as part of the password (401 from both replicas)."""
+    task = yaml.safe_load((ROLES / "vmagent" / "tasks" / "configure.yml").read_text())[0]
+    (item,) = [i for i in task["loop"] if "api_password_file" in i["dest"]]
+    secret = tmp_path / "api.password"
+    secret.write_text("c2VjcmV0IHRoYXQgaXMgbm90IHJlYWwgYXQgYWxs\n")
+    out = tmp_path / "written"
+    play = [
+        {
+            "hosts": "mon01",
+            "gather_facts": False,
+            "tasks": [
+                {"ansible.builtin.copy": {"content": item["content"], "dest": str(out), "mode": "0600"}}
+            ],
+        }
+    ]
+    for tls, want in ((True, b"c2VjcmV0IHRoYXQgaXMgbm90IHJlYWwgYXQgYWxs\n"), (False, b"")):
+        res = run_playbook(
+            tmp_path,
+            play,
+            SAMPLE_INVENTORY,
+            {"vigil_api_password_file": str(secret), "_vmagent_destinations": [{"tls": tls}]},
+        )
+        assert res.returncode == 0, res.stdout[-3000:]
+        assert out.read_bytes() == want
