@@ -202,3 +202,50 @@ def test_the_password_file_vmagent_gives_each_replica_holds_the_password_and_one
         )
         assert res.returncode == 0, res.stdout[-3000:]
         assert out.read_bytes() == want
+
+
+REFUSED_PAGE = b"""vmagent_remotewrite_requests_total{url="1:secret-url", status_code="2XX"} 12
+vmagent_remotewrite_requests_total{url="2:secret-url", status_code="2XX"} 0
+vmagent_remotewrite_requests_total{url="2:secret-url", status_code="401"} 7
+vmagent_remotewrite_retries_count_total{url="2:secret-url"} 3
+"""
+
+
+@pytest.mark.parametrize(
+    ("page", "says"),
+    [
+        (REFUSED_PAGE, "https://198.18.0.12:8428/api/v1/write answered HTTP 401"),
+        (REFUSED_PAGE.replace(b'status_code="401"} 7', b'status_code="401"} 0'), None),
+    ],
+)
+def test_the_deploy_fails_naming_the_replica_that_refuses_vmagents_writes(
+    tmp_path: Path, page: bytes, says: str | None
+) -> None:
+    """What the pair's lab met (401 from both replicas) fails the deploy, naming the replica; the
+    metrics page is vmagent's own (both channels print these lines)."""
+    from tests.helpers.tls_site import serve
+
+    play = [
+        {
+            "hosts": "mon01",
+            "gather_facts": False,
+            "tasks": [{"ansible.builtin.include_role": {"name": "vmagent", "tasks_from": "check_writes"}}],
+        }
+    ]
+    dests = [
+        {"host": "mon01", "tls": True, "url": "https://198.18.0.10:8428/api/v1/write"},
+        {"host": "mon02", "tls": True, "url": "https://198.18.0.12:8428/api/v1/write"},
+    ]
+    with serve(lambda request: (200, page)) as agent:
+        res = run_playbook(
+            tmp_path,
+            play,
+            SAMPLE_INVENTORY,
+            {"_vmagent_url": agent.url, "_vmagent_login": False, "_vmagent_destinations": dests},
+        )
+    out = res.stdout + res.stderr
+    if says is None:
+        assert res.returncode == 0, out[-3000:]
+    else:
+        assert res.returncode != 0 and says in out, out[-3000:]
+        assert "198.18.0.10:8428/api/v1/write answered" not in out
