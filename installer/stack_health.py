@@ -4,7 +4,8 @@ status`` and the console (docs/ha.md, "Each replica's health").
 A read through :class:`~vigil.installer.stack.Replicas` fails over and so hides a replica that is
 down, full or behind; here each one is asked for itself, side by side:
 
-- **VictoriaMetrics**: whether it answers ``/health``; its own ``/metrics`` for the free disk under
+- **VictoriaMetrics**: whether it answers ``/health``; its own ``/metrics`` (with the API login, or
+  1.79's ``?authKey=``, the site's metrics key, over https only) for the free disk under
   its data (``vm_free_disk_space_bytes``), the floor below which it stops taking samples
   (``vm_free_disk_space_limit_bytes``, ``-storage.minFreeDiskSpaceBytes``) and whether it has
   stopped (``vm_storage_is_read_only``); the newest ``up`` sample it holds; and, asked of the pair
@@ -173,7 +174,20 @@ def _instant(body: bytes) -> list[tuple[dict[str, str], float]]:
     return out
 
 
-def _victoriametrics(url: str, access: SiteAccess, now: float, timeout: float) -> ReplicaHealth:
+def _own_metrics(client: Replicas, metrics_key: str | None) -> bytes:
+    """VictoriaMetrics' own /metrics: with the API login (1.86 and later), else, refused and over
+    https with the site's metrics key at hand, with ``?authKey=`` (1.79's -metricsAuthKey)."""
+    try:
+        return _get(client, "/metrics")
+    except StackError as exc:
+        if not (metrics_key and exc.reason.startswith("HTTP 401") and client.urls[0].startswith("https://")):
+            raise
+    return _get(client, "/metrics", [("authKey", metrics_key)])
+
+
+def _victoriametrics(
+    url: str, access: SiteAccess, now: float, timeout: float, metrics_key: str | None = None
+) -> ReplicaHealth:
     client = Replicas(
         [url], service="VictoriaMetrics", access=access, timeout=timeout, max_bytes=METRICS_BYTES
     )
@@ -184,7 +198,7 @@ def _victoriametrics(url: str, access: SiteAccess, now: float, timeout: float) -
     problems: list[str] = []
     facts: dict[str, Any] = {}
     try:
-        own = parse_metrics(_get(client, "/metrics").decode("utf-8", "replace"), _VM_METRICS)
+        own = parse_metrics(_own_metrics(client, metrics_key).decode("utf-8", "replace"), _VM_METRICS)
     except StackError as exc:
         problems.append(f"its /metrics not read: {exc.reason}")
     else:
@@ -272,14 +286,16 @@ def read(
     access: SiteAccess | None = None,
     now: float | None = None,
     timeout: float = TIMEOUT,
+    metrics_key: str | None = None,
 ) -> list[ReplicaHealth]:
     """Every replica's health, VictoriaMetrics' first, each in the order given; the replicas are
-    asked side by side, so a dead one costs one timeout, not one per replica."""
+    asked side by side, so a dead one costs one timeout, not one per replica. METRICS_KEY: the
+    site's key for a VictoriaMetrics that serves its /metrics only with it (1.79)."""
     access = access or SiteAccess()
     vm_urls, am_urls = split_urls(vm), split_urls(alertmanager)
     at = time.time() if now is None else now
     with ThreadPoolExecutor(max_workers=max(1, 2 * len(vm_urls) + len(am_urls) + 1)) as pool:
-        vms = [pool.submit(_victoriametrics, u, access, at, timeout) for u in vm_urls]
+        vms = [pool.submit(_victoriametrics, u, access, at, timeout, metrics_key) for u in vm_urls]
         queues = pool.submit(_queues, vm_urls, access, timeout) if len(vm_urls) > 1 else None
         ams = [pool.submit(_alertmanager, u, len(am_urls), access, timeout) for u in am_urls]
         out = [f.result() for f in vms]

@@ -61,7 +61,7 @@ from vigil.installer.ops.pki import (
     pki_status,
     pki_status_failure,
 )
-from vigil.installer.ops.replicas import monitoring_urls, read_replicas, replica_health
+from vigil.installer.ops.replicas import monitoring_urls, read_replicas, replica_health, site_metrics_key
 from vigil.installer.ops.report import (
     Generated,
     report_close,
@@ -106,6 +106,7 @@ __all__ = [
     "monitoring_urls",
     "replica_health",
     "read_replicas",
+    "site_metrics_key",
     "StackError",
     "TooLarge",
     "split_urls",

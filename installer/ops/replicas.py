@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from vigil.installer.access import SiteAccess, site_access
+from vigil.installer.deploy.credentials import metrics_key
 from vigil.installer.ops.report import monitoring_places
 from vigil.installer.stack_health import ReplicaHealth, read
 
@@ -22,8 +23,14 @@ def monitoring_urls(inventory: str | Path, access: SiteAccess) -> tuple[list[str
     return vm, am
 
 
+def site_metrics_key(home: Path) -> str | None:
+    """The site's key for the services' own /metrics (secrets/metrics.key), None when it has none."""
+    found = metrics_key(home, create=False)
+    return found[0].read_text().strip() if found else None
+
+
 def replica_health(home: Path, inventory: str | Path, *, now: float | None = None) -> list[ReplicaHealth]:
-    """Each monitoring replica's health, read with the site's CA and API login."""
+    """Each monitoring replica's health, read with the site's CA, API login and metrics key."""
     access = site_access(home)
     vm, am = monitoring_urls(inventory, access)
-    return read(vm, am, access=access, now=now)
+    return read(vm, am, access=access, now=now, metrics_key=site_metrics_key(home))

@@ -3,8 +3,8 @@ session's signed bundle deployed on it, and the failures it must survive (issue 
 
 The module brings up its own lab (`vigil lab up --monitoring-hosts 2`, one GPU node) and, when a
 later module needs the lab, puts the default one back when it ends; it runs after the modules of the
-default lab (tests/lab/conftest.py, LAST). The Alertmanagers notify a webhook receiver on the admin host's lab address, which counts
-what they send (installer/lab/webhook.py).
+default lab (tests/lab/conftest.py, LAST). The Alertmanagers notify a webhook receiver on the admin
+host's lab address, which counts what they send (installer/lab/webhook.py).
 
 In `make test`: mon01 powered off while a GPU fault fires. The others are in `make test-soak`.
 """

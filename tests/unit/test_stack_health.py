@@ -252,3 +252,26 @@ def test_the_inventorys_monitoring_hosts_give_the_urls_in_its_order(tmp_path: Pa
     none.write_text(json.dumps({"all": {"hosts": {"gpu01": {}}}}))
     with pytest.raises(VigilError, match="has no monitoring host"):
         monitoring_urls(none, SiteAccess())
+
+
+def test_a_179_store_that_wants_the_metrics_key_is_read_with_it_over_https_only(tmp_path: Path) -> None:
+    """1.79 serves /metrics only with ?authKey= (the site's metrics key) once -metricsAuthKey is set;
+    the login alone is refused there. The key is sent only to an https replica."""
+    from tests.helpers.tls_site import make_site
+    from vigil.installer.access import site_access
+
+    def answer(request: Request) -> tuple[int, object]:
+        if request.path.startswith("/metrics"):
+            return (200, metrics_page()) if request.path == "/metrics?authKey=k3yk3yk3yk3y" else (401, b"")
+        return vm()(request)
+
+    home = tmp_path / "home"
+    issued = make_site(home)
+    with serve(answer, tls=issued) as secure, serve(answer) as plain_http:
+        (ok,) = read(secure.url, access=site_access(home), now=NOW, metrics_key="k3yk3yk3yk3y")
+        (refused,) = read(plain_http.url, now=NOW, metrics_key="k3yk3yk3yk3y")
+        (keyless,) = read(secure.url, access=site_access(home), now=NOW)
+    assert ok.ok and ok.free_disk_bytes == 40 * 2**30, ok.line()
+    assert refused.problems == ("its /metrics not read: HTTP 401 Unauthorized",)
+    assert not any("authKey" in r.path for r in plain_http.seen)
+    assert keyless.problems == ("its /metrics not read: HTTP 401 Unauthorized",)

@@ -24,7 +24,7 @@ from textual.timer import Timer
 from textual.widgets import Button, DataTable, Input, Label, Sparkline, Static
 
 from vigil.basics.errors import VigilError
-from vigil.installer.ops import ReplicaHealth, SiteAccess, read_replicas, site_access
+from vigil.installer.ops import ReplicaHealth, SiteAccess, read_replicas, site_access, site_metrics_key
 from vigil.tui import overview
 from vigil.tui.screens._base import VigilScreen
 from vigil.tui.untrusted import plain
@@ -64,7 +64,12 @@ def _lab_defaults(port: int) -> set[str]:
 
 
 def take_snapshot(
-    vm_url: str, am_url: str, now: datetime | None = None, *, access: SiteAccess | None = None
+    vm_url: str,
+    am_url: str,
+    now: datetime | None = None,
+    *,
+    access: SiteAccess | None = None,
+    metrics_key: str | None = None,
 ) -> Snapshot:
     """Everything the screen shows, read once with ACCESS (default: plain, no login); what could not
     be read is a ``FAIL:`` line each. Either URL may list several replicas, comma-separated: the
@@ -85,7 +90,9 @@ def take_snapshot(
     except overview.FetchError as exc:
         snap.failures.append(f"FAIL: {exc}")
     try:
-        snap.replicas = read_replicas(vm_url, am_url, access=access, now=now.timestamp())
+        snap.replicas = read_replicas(
+            vm_url, am_url, access=access, now=now.timestamp(), metrics_key=metrics_key
+        )
     except VigilError as exc:  # a URL that is no URL: said above already, by the reads
         snap.replicas = []
         if not snap.failures:
@@ -180,7 +187,14 @@ class OverviewScreen(VigilScreen):
 
     @work(thread=True, exclusive=True, group="overview", exit_on_error=False)
     def _fetch(self, vm_url: str, am_url: str, access: SiteAccess, failure: str | None) -> None:
-        snap = Snapshot(failures=[failure]) if failure else take_snapshot(vm_url, am_url, access=access)
+        if failure:
+            snap = Snapshot(failures=[failure])
+        else:
+            try:
+                key = site_metrics_key(self.session.home)
+            except VigilError:  # a key file that is no key: the replicas' /metrics is said unread
+                key = None
+            snap = take_snapshot(vm_url, am_url, access=access, metrics_key=key)
         to_ui(self.app, self._show, snap)
 
     def _show(self, snap: Snapshot) -> None:

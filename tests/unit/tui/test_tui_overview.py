@@ -271,7 +271,14 @@ def test_the_screen_follows_a_deploy_to_tls(tmp_path: Path, monkeypatch: pytest.
     home = tmp_path / "home"
     reads: list[tuple[str, str, SiteAccess | None]] = []
 
-    def fake(vm_url: str, am_url: str, now: Any = None, *, access: SiteAccess | None = None) -> Any:
+    def fake(
+        vm_url: str,
+        am_url: str,
+        now: Any = None,
+        *,
+        access: SiteAccess | None = None,
+        metrics_key: Any = None,
+    ) -> Any:
         reads.append((vm_url, am_url, access))
         return screen.Snapshot()
 
