@@ -155,6 +155,12 @@ def _status_lines(hosts: dict[str, ops.HostStatus]) -> list[str]:
     return lines
 
 
+def _say_replicas(replicas: list[ops.ReplicaHealth], unread: str) -> None:
+    if replicas or unread:
+        say("monitoring replicas:" + (f" not read: {unread}" if unread else ""))
+        say(*(f"  {r.line()}" for r in replicas))  # what the replicas said: shown as data
+
+
 def admin_line(a: ops.AdminState) -> str:
     """The admin host's line of ``vigil status``."""
     here = "this vigil" if a.running_current else f"this vigil {a.running_version} from {a.running_prefix}"
@@ -169,10 +175,9 @@ def admin_line(a: ops.AdminState) -> str:
 
 
 def _status(args: argparse.Namespace, inv: ops.Invocation) -> int:
-    hosts = ops.site_status(
-        inv, inventory=args.inventory, trust=args.trust, limit=args.limit, ansible_dir=args.ansible_dir
-    )
     admin = ops.admin_status(args.admin_root)
+    # the replicas first: when a monitoring host is down, what the others say is what the operator
+    # needs, and the hosts' read below fails on the host it cannot reach
     replicas: list[ops.ReplicaHealth] = []
     replicas_unread = ""
     if not args.no_replicas:
@@ -181,6 +186,28 @@ def _status(args: argparse.Namespace, inv: ops.Invocation) -> int:
         except VigilError as exc:
             replicas_unread = f"{exc.obj}: {exc.reason}" if exc.obj else exc.reason
     inv.details.update(replicas_attention=[r.url for r in replicas if not r.ok])
+    try:
+        hosts = ops.site_status(
+            inv, inventory=args.inventory, trust=args.trust, limit=args.limit, ansible_dir=args.ansible_dir
+        )
+    except VigilError as exc:
+        if replicas or replicas_unread:
+            if args.json:
+                emit_json(
+                    {
+                        "admin": admin.to_json(),
+                        "hosts": {},
+                        "hosts_unread": f"{exc.obj}: {exc.reason}" if exc.obj else exc.reason,
+                        "attention": [],
+                        "replicas": [r.to_json() for r in replicas],
+                        "replicas_attention": [r.url for r in replicas if not r.ok],
+                        "replicas_unread": replicas_unread,
+                    }
+                )
+            else:
+                say(admin_line(admin))
+                _say_replicas(replicas, replicas_unread)
+        raise
     bad = sorted(
         h
         for h, s in hosts.items()
@@ -202,9 +229,7 @@ def _status(args: argparse.Namespace, inv: ops.Invocation) -> int:
     else:
         say(admin_line(admin))
         say(*_status_lines(hosts))  # what the hosts reported: escapes shown, one line each
-        if replicas or replicas_unread:
-            say("monitoring replicas:" + (f" not read: {replicas_unread}" if replicas_unread else ""))
-            say(*(f"  {r.line()}" for r in replicas))  # what the replicas said: shown as data
+        _say_replicas(replicas, replicas_unread)
         sick = [r for r in replicas if not r.ok]
         if not bad and not sick:
             ok(

@@ -275,3 +275,34 @@ def test_a_179_store_that_wants_the_metrics_key_is_read_with_it_over_https_only(
     assert refused.problems == ("its /metrics not read: HTTP 401 Unauthorized",)
     assert not any("authKey" in r.path for r in plain_http.seen)
     assert keyless.problems == ("its /metrics not read: HTTP 401 Unauthorized",)
+
+
+def test_with_a_monitoring_host_unreachable_status_still_shows_the_replicas(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hosts' read fails on a host it cannot reach; the replicas, read first, are shown all the
+    same (text and JSON), then the host's FAIL line, exit 1."""
+    from vigil.installer import ops
+
+    with serve(vm()) as a:
+        health = read([CLOSED, a.url], now=NOW, timeout=2)
+
+    def unreachable(inv: object, **kw: object) -> None:
+        raise VigilError("host mon01", "unreachable: no route to host")
+
+    monkeypatch.setattr(ops, "replica_health", lambda home, inventory, now=None: health)
+    monkeypatch.setattr(ops, "site_status", unreachable)
+    argv = ["--home", str(tmp_path / "home"), "status", "-i", str(tmp_path)]
+    assert main(argv) == 1
+    out, err = capsys.readouterr()
+    assert out.splitlines()[1:] == [
+        "monitoring replicas:",
+        f"  {health[0].line()}",
+        f"  {health[1].line()}",
+    ]
+    assert health[0].line().startswith(f"VictoriaMetrics {CLOSED}: DOWN: cannot connect:")
+    assert err.strip().splitlines()[-1] == "FAIL: host mon01: unreachable: no route to host"
+    assert main([*argv, "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["hosts"] == {} and doc["hosts_unread"] == "host mon01: unreachable: no route to host"
+    assert doc["replicas_attention"] == [CLOSED]
