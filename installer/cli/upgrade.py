@@ -81,7 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "status",
         parents=[inventory, root, trust_option(), json_option("hosts' status")],
-        help="each host's components, versions, bundle and drift",
+        help="each host's components, versions, bundle and drift; each monitoring replica's health",
         description="Read each host's facts file (written by every deploy) and re-hash the binaries, units "
         "and configuration it lists; then ask each monitoring replica (VictoriaMetrics, Alertmanager) for "
         "its own health: answering, disk, newest sample, what vmagent has queued for it, the cluster it "
