@@ -184,6 +184,7 @@ class DeployScreen(VigilScreen):
             yield Label("Limit", classes="short")
             yield Input(placeholder="all hosts", id="limit", compact=True)
             yield Checkbox("check", id="check", compact=True)
+            yield Checkbox("no admin", id="no-admin", compact=True)
         with Horizontal(classes="row"):
             yield Label("Action")
             yield Select(
@@ -194,7 +195,6 @@ class DeployScreen(VigilScreen):
             yield Label("Serial", classes="short")
             yield Input("1", id="serial", classes="num", compact=True)
             yield Checkbox("keep store", id="keep-store", compact=True)
-            yield Checkbox("no admin", id="no-admin", compact=True)
         with Horizontal(classes="row"):
             yield Button("Plan", id="plan-button", compact=True, variant="primary")
             yield Button("Deploy", id="confirm", compact=True, variant="warning", disabled=True)

@@ -83,3 +83,23 @@ def test_the_screen_looks_as_it_did(
 
     drive(signed.home, scenario, start="import" if screen == "help" else screen, size=size)
     _check(shot["svg"], f"{screen}-{size[0]}x{size[1]}", tmp_path)
+
+
+@pytest.mark.parametrize("screen", SCREENS[:-1])
+def test_every_control_fits_at_80_columns(screen: str, signed: Signed) -> None:
+    """A control pushed past the right edge at 80x24 is not there for the operator (the Deploy screen's
+    "no admin" box once was): every button, box, field and list lies inside the screen."""
+    out: dict[str, list[str]] = {}
+
+    async def scenario(app: VigilApp, pilot: Pilot[None]) -> None:
+        await pilot.pause(0.2)
+        out["outside"] = [
+            f"{w.id or type(w).__name__} ends at column {w.region.right}"
+            for w in app.screen.query("Button, Checkbox, Input, Select")
+            if w.display and w.region.width and w.region.right > 80
+        ]
+        out["seen"] = [str(w.id) for w in app.screen.query("Button, Checkbox, Input, Select") if w.region.width]
+
+    drive(signed.home, scenario, start=screen, size=(80, 24))
+    assert out["seen"], f"{screen}: no control was laid out"
+    assert out["outside"] == [], f"{screen}: {out['outside']}"
