@@ -93,12 +93,13 @@ def test_every_control_fits_at_80_columns(screen: str, signed: Signed) -> None:
 
     async def scenario(app: VigilApp, pilot: Pilot[None]) -> None:
         await pilot.pause(0.2)
+        controls = [w for w in app.screen.query("Button, Checkbox, Input, Select") if w.region.width]
         out["outside"] = [
             f"{w.id or type(w).__name__} ends at column {w.region.right}"
-            for w in app.screen.query("Button, Checkbox, Input, Select")
-            if w.display and w.region.width and w.region.right > 80
+            for w in controls
+            if w.display and w.region.right > 80
         ]
-        out["seen"] = [str(w.id) for w in app.screen.query("Button, Checkbox, Input, Select") if w.region.width]
+        out["seen"] = [str(w.id) for w in controls]
 
     drive(signed.home, scenario, start=screen, size=(80, 24))
     assert out["seen"], f"{screen}: no control was laid out"
