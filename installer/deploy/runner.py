@@ -24,6 +24,7 @@ from typing import Any
 
 from vigil.basics.atomic import write_file_atomic
 from vigil.installer.deploy.artifacts import DeployError
+from vigil.installer.deploy.fingerprint import FINGERPRINTED_PLAYBOOK, run_key
 from vigil.installer.deploy.leash import write_leash
 
 COUNTS = ("ok", "changed", "failed", "unreachable", "skipped")
@@ -326,6 +327,12 @@ def start_playbook(
     if not (ansible_dir / playbook).is_file():
         raise DeployError(str(ansible_dir / playbook), "playbook not found in the bundle's Ansible content")
     run_id = run_id or new_run_id()
+    if playbook == FINGERPRINTED_PLAYBOOK and not tags and not skip_tags:
+        # the key of the roles' fingerprints: a role ends at once on a host where nothing would change
+        extravars = {
+            **extravars,
+            "vigil_fingerprint": run_key(ansible_dir=ansible_dir, inventory=inventory, extravars=extravars),
+        }
     runs_dir.mkdir(mode=0o750, parents=True, exist_ok=True)
     run_dir = runs_dir / run_id
     run_dir.mkdir(mode=0o700, exist_ok=True)  # the plan may have made it, for the private Ansible copy

@@ -254,6 +254,123 @@ def test_a_changed_host_is_put_back_although_unchanged_roles_skip_their_steps(
     assert lab.ssh("gpu02", "systemctl is-active vigil-node-exporter").stdout.strip() == "active"
 
 
+CHECK_TASK = "Compare the host with the last whole run of "
+
+
+def _events(run_dir: str | Path) -> list[dict[str, Any]]:
+    files = Path(run_dir, "artifacts", "job_events").glob("*.json")
+    return sorted((json.loads(f.read_text()) for f in files), key=lambda e: e.get("counter", 0))
+
+
+def fingerprint_checks(run_dir: str | Path) -> dict[str, dict[str, str]]:
+    """{host: {role: "match" or the reason it did not}} from a run's fingerprint checks."""
+    out: dict[str, dict[str, str]] = {}
+    for e in _events(run_dir):
+        data = e.get("event_data", {})
+        task = str(data.get("task", ""))
+        if e.get("event") == "runner_on_ok" and task.startswith(CHECK_TASK):
+            res = data.get("res", {})
+            out.setdefault(data["host"], {})[task[len(CHECK_TASK) :]] = (
+                "match" if res.get("match") else str(res.get("reason"))
+            )
+    return out
+
+
+def _covered(path: str, spec: dict[str, list[str]]) -> bool:
+    return path in spec.get("paths", []) or any(
+        path == t or path.startswith(t.rstrip("/") + "/") for t in spec.get("trees", [])
+    )
+
+
+def test_every_file_a_role_wrote_is_in_its_fingerprint(lab: Any, stack: DeployedStack) -> None:
+    """What the first deploy put in place, read from its own events (each task's path, a vigil_files
+    call's every path, each unit a task enabled), lies within the fingerprint its role stored on that
+    host: a drift of anything a role manages is seen by the next run's one round trip."""
+    specs = {
+        h: {r: e["spec"] for r, e in json.loads(lab.ssh(h, f"cat {FINGERPRINTS}").stdout)["roles"].items()}
+        for h in ("mon01", "ctl01", "gpu01", "gpu02")
+    }
+    role_of: dict[str, str] = {}
+    missing: set[str] = set()
+    seen = 0
+    for e in _events(stack.first["run_dir"]):
+        data = e.get("event_data", {})
+        host, task = data.get("host"), str(data.get("task", ""))
+        if task.startswith(CHECK_TASK):
+            role_of[host] = task[len(CHECK_TASK) :]
+        if data.get("role") not in (None, "", "_common"):
+            role_of[host] = data["role"]
+        if e.get("event") != "runner_on_ok" or not data.get("res", {}).get("changed") or host not in role_of:
+            continue
+        res, role = data["res"], role_of[host]
+        spec = specs[host].get(role, {})
+        paths = [r["path"] for r in res.get("results", []) if isinstance(r, dict) and r.get("path")]
+        paths += [res[k] for k in ("dest", "path") if isinstance(res.get(k), str)]
+        for path in paths:
+            seen += 1
+            if not _covered(path, spec):
+                missing.add(f"{host} {role}: {path} ({task})")
+        unit = res.get("name")
+        if data.get("task_action", "").endswith("systemd_service") and isinstance(unit, str):
+            seen += 1
+            if unit not in spec.get("units", []):
+                missing.add(f"{host} {role}: unit {unit} ({task})")
+    assert seen > 50, f"only {seen} paths and units seen in the first deploy's events"
+    assert sorted(missing) == []
+
+
+FINGERPRINTS = "/var/lib/vigil/fingerprints.json"
+
+
+def test_a_rerun_ends_every_role_at_its_fingerprint_and_puts_back_each_drift(
+    lab: Any, stack: DeployedStack, measured: Any
+) -> None:
+    """A rerun that changes nothing: every role on every host ends after one round trip (issue's goal:
+    seconds per host). Then three kinds of drift, each on one host: a file edited (gpu01, the
+    node_exporter's web configuration), a unit disabled (ctl01, the Slurm exporter), a package removed
+    (gpu02, rsyslog-gnutls of the audit role): a plain rerun finds each in that role alone, puts it
+    back, and every other role on every host still ends at its fingerprint."""
+    t0 = time.monotonic()
+    run = stack.vigil.json("deploy", "-i", str(lab.inventory), "--json")
+    measured("lab: rerun of the unchanged stack (fingerprints)", time.monotonic() - t0)
+    assert run["ok"] is True and {h: c["changed"] for h, c in run["hosts"].items()} == dict.fromkeys(
+        ("ctl01", "gpu01", "gpu02", "mon01"), 0
+    ), run["hosts"]
+    checks = fingerprint_checks(run["run_dir"])
+    assert sorted(checks) == ["ctl01", "gpu01", "gpu02", "mon01"]
+    assert len(checks["mon01"]) >= 10, checks["mon01"]
+    assert {
+        f"{h} {r}: {why}" for h, roles in checks.items() for r, why in roles.items() if why != "match"
+    } == set()
+
+    web = "/etc/vigil/node_exporter/web.yml"
+    lab.ssh("gpu01", f"echo '# edited by hand' >> {web}")
+    lab.ssh("ctl01", "systemctl disable vigil-slurm-exporter.service")
+    lab.ssh("gpu02", "dpkg --remove rsyslog-gnutls")
+    run = stack.vigil.json("deploy", "-i", str(lab.inventory), "--json")
+    assert run["ok"] is True, run
+    checks = fingerprint_checks(run["run_dir"])
+    differs = {f"{h} {r}" for h, roles in checks.items() for r, why in roles.items() if why != "match"}
+    assert differs == {"gpu01 node_exporter", "ctl01 slurm_exporter", "gpu02 audit"}, checks
+    assert checks["gpu01"]["node_exporter"].startswith(f"tree {web}:"), checks["gpu01"]
+    assert checks["ctl01"]["slurm_exporter"].startswith("unit vigil-slurm-exporter.service: enabled"), checks
+    assert checks["gpu02"]["audit"].startswith("package rsyslog-gnutls:"), checks["gpu02"]
+    assert {h: c["changed"] > 0 for h, c in run["hosts"].items()} == {
+        "ctl01": True,
+        "gpu01": True,
+        "gpu02": True,
+        "mon01": False,
+    }, run["hosts"]
+    assert "# edited by hand" not in lab.ssh("gpu01", f"cat {web}").stdout
+    assert lab.ssh("ctl01", "systemctl is-enabled vigil-slurm-exporter.service").stdout.strip() == "enabled"
+    assert (
+        " ii" in lab.ssh("gpu02", "dpkg-query -W -f '${Version} ${db:Status-Abbrev}' rsyslog-gnutls").stdout
+    )
+    run = stack.vigil.json("deploy", "-i", str(lab.inventory), "--json")
+    checks = fingerprint_checks(run["run_dir"])
+    assert {f"{h} {r}" for h, roles in checks.items() for r, why in roles.items() if why != "match"} == set()
+
+
 def test_no_host_has_a_route_out_of_the_lab(lab: Any, stack: DeployedStack) -> None:
     for host in lab.hosts:
         res = lab.ssh(host, "ip route get 192.0.2.1", check=False)

@@ -81,7 +81,7 @@ def test_common_internal_role_documents_every_parameter_in_an_entry_point() -> N
     specs = common_entry_points()
     assert not (ROLES / "_common" / "meta" / "argument_specs.yml").exists()  # see entry_points.yml
     entries = {"main", "preflight", "user", "install", "install_wheel", "unit", "health", "web", "files"}
-    entries.add("debs")
+    entries |= {"debs", "fingerprint", "fingerprint_done"}
     assert set(specs) == entries
     documented = {name for entry in specs.values() for name in entry.get("options", {})}
     assert sorted(set(defaults) - documented) == []
@@ -188,13 +188,36 @@ def test_internal_variables_carry_the_underscore_prefix(role: str) -> None:
     assert all(n.startswith(f"_{bare}_") for n in names), names
 
 
+def _step(task: dict[str, Any]) -> str:
+    if "ansible.builtin.import_tasks" in task:
+        return str(task["ansible.builtin.import_tasks"])
+    if task.get("ansible.builtin.meta") == "end_role":
+        return "end_role"
+    return str(task.get("ansible.builtin.import_role", {}).get("tasks_from"))
+
+
 @pytest.mark.parametrize("role", PUBLIC)
 def test_main_wires_the_phases_with_their_tags(role: str) -> None:
+    """The phases in order, each with its tags; the fingerprint compared before the first phase that
+    changes anything (common's preflight gathers the facts the others read, so it runs first) and
+    stored after the last; those three steps carry the role's tag alone, so that a run of one phase
+    (`--tags <role>_<phase>`) neither ends the role early nor stores a fingerprint."""
     tasks = load(ROLES / role / "tasks" / "main.yml")
     phases = ["preflight", "install", "configure", "run"] if role in SERVICES else ["preflight", "install"]
-    assert [t["ansible.builtin.import_tasks"] for t in tasks] == [f"{p}.yml" for p in phases]
-    for t, phase in zip(tasks, phases, strict=True):
+    steps = [f"{p}.yml" for p in phases]
+    at = 1 if role == "common" else 0
+    want = [*steps[:at], "fingerprint", "end_role", *steps[at:], "fingerprint_done"]
+    assert [_step(t) for t in tasks] == want
+    imports = [t for t in tasks if "ansible.builtin.import_tasks" in t]
+    for t, phase in zip(imports, phases, strict=True):
         assert t["tags"] == [role, f"{role}_{phase}"]
+    for t in tasks:
+        if "ansible.builtin.import_tasks" not in t:
+            assert t["tags"] == [role], t["name"]
+        if "ansible.builtin.import_role" in t:
+            assert t["vars"]["_common_role"] == role
+    (end,) = [t for t in tasks if _step(t) == "end_role"]
+    assert end["when"] == "__common_fingerprint.match | default(false)"
 
 
 def _includes(path: Path) -> list[tuple[str, Any]]:
