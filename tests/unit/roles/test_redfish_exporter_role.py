@@ -67,8 +67,15 @@ def test_defaults_and_argument_specs_agree() -> None:
 
 
 def test_main_wires_the_lab_simulator_then_the_phases_with_their_tags() -> None:
-    tasks = load(ROLES / ROLE / "tasks" / "main.yml")
+    every = load(ROLES / ROLE / "tasks" / "main.yml")
     phases = ["bmcsim", "preflight", "install", "configure", "run"]
+    # the fingerprint compared first and stored last (test_roles_specs.py says how)
+    assert [t.get("ansible.builtin.import_role", {}).get("tasks_from") for t in every[:1] + every[-1:]] == [
+        "fingerprint",
+        "fingerprint_done",
+    ]
+    assert every[1]["ansible.builtin.meta"] == "end_role"
+    tasks = every[2:-1]
     # included, so that a host the part is not for skips one task per phase; `apply` hands the
     # phase's tags to the included tasks (an include keeps its own tags to itself)
     assert [t["ansible.builtin.include_tasks"]["file"] for t in tasks] == [f"{p}.yml" for p in phases]

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.unit.roles import test_roles_specs as specs
 from tests.unit.roles.rendering import BIN, ROLES, SAMPLE_INVENTORY, ansible_env, contract_vars
 
 ROLE = ROLES / "audit"
@@ -56,16 +57,7 @@ def test_defaults_and_argument_specs_agree() -> None:
 
 def test_vars_are_underscored_and_main_wires_the_phases() -> None:
     assert all(k.startswith("_audit_") for k in load(ROLE / "vars" / "main.yml"))
-    tasks = load(ROLE / "tasks" / "main.yml")
-    assert [t["ansible.builtin.import_tasks"] for t in tasks] == [
-        "preflight.yml",
-        "install.yml",
-        "configure.yml",
-        "run.yml",
-    ]
-    for t in tasks:
-        phase = t["ansible.builtin.import_tasks"].removesuffix(".yml")
-        assert t["tags"] == ["audit", f"audit_{phase}"]
+    specs.check_main_wiring("audit", ["preflight", "install", "configure", "run"])
 
 
 def _tasks(path: Path) -> list[dict[str, Any]]:
