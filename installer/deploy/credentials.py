@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import re
 import secrets
 import stat
 import string
@@ -201,3 +202,29 @@ def metrics_key(home: Path, *, create: bool = True) -> tuple[Path, bool] | None:
     _secrets_dir(home)
     _write(path, "".join(secrets.choice(_ALPHABET) for _ in range(_LENGTH)).encode() + b"\n", 0o600)
     return path, True
+
+
+#: the keys the monitoring roles read with Ansible's `password` lookup, one per monitoring host:
+#: {file name prefix: length} (roles/grafana/vars/main.yml, roles/victoriametrics/vars/main.yml)
+HOST_KEYS = {"grafana-admin-password-": 32, "victoriametrics-delete-auth-key-": 40}
+_HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+
+
+def monitoring_host_keys(home: Path, hosts: list[str]) -> list[str]:
+    """Make, before the run, each monitoring host's keys the roles would otherwise make during it
+    (Grafana's admin password, VictoriaMetrics' series-deletion key: 0600, in the form the lookup
+    reads): a run's inputs are then whole before it starts (installer/deploy/fingerprint.py), and
+    the rerun after a first deploy is one whose inputs are those the first run recorded. A key is
+    replaced by deleting it, as the site's credentials are. Returns the names of the files made."""
+    made = []
+    for host in hosts:
+        if not _HOST_NAME.match(host):
+            continue  # the role's lookup makes it, as before
+        for prefix, length in HOST_KEYS.items():
+            path = home / "secrets" / f"{prefix}{host}"
+            if _read(path, secret=True) is not None:
+                continue
+            _secrets_dir(home)
+            _write(path, "".join(secrets.choice(_ALPHABET) for _ in range(length)).encode() + b"\n", 0o600)
+            made.append(path.name)
+    return made

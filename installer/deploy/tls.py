@@ -26,7 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vigil.installer import pki
-from vigil.installer.deploy.credentials import Credential, api_credential, metrics_key, scrape_credential
+from vigil.installer.deploy.credentials import (
+    Credential,
+    api_credential,
+    metrics_key,
+    monitoring_host_keys,
+    scrape_credential,
+)
 from vigil.installer.deploy.inventory import Inventory
 
 
@@ -55,12 +61,15 @@ class HostCertificates:
     api: Credential | None = None
     #: the monitoring services' /metrics key, and whether it was made now
     metrics_key: tuple[Path, bool] | None = None
+    #: the monitoring hosts' keys made now (Grafana's admin password, the series-deletion key)
+    host_keys: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, object]:
         """For the audit record and --json: what was made and issued."""
         made = [m for c in (self.scrape, self.api) if c is not None for m in c.made]
         if self.metrics_key is not None and self.metrics_key[1]:
             made.append(self.metrics_key[0].name)
+        made.extend(self.host_keys)
         return {
             "ca_made": self.ca_made,
             "issued": self.issued,
@@ -101,6 +110,8 @@ def host_certificates(home: Path, inventory: Inventory, *, check: bool) -> HostC
     out.scrape = scrape_credential(home)
     out.api = api_credential(home)
     out.metrics_key = metrics_key(home)
+    monitoring = set(inventory.groups.get("monitoring", []))
+    out.host_keys = monitoring_host_keys(home, [h for h in hosts if h in monitoring])
     for host in hosts:
         dns, ips = names_of(inventory.addresses.get(host, ""))
         got = _issue(home, host, "server", dns, ips)

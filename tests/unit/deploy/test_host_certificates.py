@@ -11,6 +11,7 @@ import pytest
 from cryptography import x509
 
 from vigil.installer import pki
+from vigil.installer.deploy.credentials import CredentialError
 from vigil.installer.deploy.inventory import Inventory, load_inventory
 from vigil.installer.deploy.tls import host_certificates, names_of
 
@@ -137,3 +138,42 @@ def test_the_inventory_gives_each_host_its_address(tmp_path: Path) -> None:
         "    gpu_nodes:\n      vars: {ansible_host: gpu.lab.internal}\n      hosts:\n        gpu01:\n"
     )
     assert load_inventory(inv_dir).addresses == {"mon01": "198.18.0.10", "gpu01": "gpu.lab.internal"}
+
+
+def test_each_monitoring_host_gets_its_keys_before_the_run_once_and_again_when_deleted(
+    tmp_path: Path,
+) -> None:
+    """Grafana's admin password and VictoriaMetrics' series-deletion key, which the roles read with
+    Ansible's `password` lookup, are made by the deploy before the run (so that the run's inputs are
+    whole when its key is computed, installer/deploy/fingerprint.py): one per monitoring host, in the
+    lookup's form, 0600; kept by the next deploy; made anew when deleted; never written through a link."""
+    home = tmp_path / "home"
+    inv = inventory()
+    inv.groups["monitoring"] = ["mon01"]
+    first = host_certificates(home, inv, check=False)
+    assert first.summary()["credentials_made"][-2:] == [
+        "grafana-admin-password-mon01",
+        "victoriametrics-delete-auth-key-mon01",
+    ]
+    grafana = home / "secrets" / "grafana-admin-password-mon01"
+    delete = home / "secrets" / "victoriametrics-delete-auth-key-mon01"
+    assert grafana.stat().st_mode & 0o777 == 0o600 and delete.stat().st_mode & 0o777 == 0o600
+    assert len(grafana.read_text()) == 33 and grafana.read_text().rstrip("\n").isalnum()
+    assert len(delete.read_text()) == 41 and grafana.read_text().endswith("\n")
+    assert not (home / "secrets" / "grafana-admin-password-gpu01").exists()
+    kept = grafana.read_text()
+    assert host_certificates(home, inv, check=False).summary()["credentials_made"] == []
+    assert grafana.read_text() == kept
+    grafana.unlink()
+    assert host_certificates(home, inv, check=False).summary()["credentials_made"] == [
+        "grafana-admin-password-mon01"
+    ]
+    assert grafana.read_text() != kept
+    assert host_certificates(home, inv, check=True).summary()["credentials_made"] == []
+    delete.unlink()
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    delete.symlink_to(victim)
+    with pytest.raises(CredentialError, match="a link"):
+        host_certificates(home, inv, check=False)
+    assert victim.read_text() == "keep\n"

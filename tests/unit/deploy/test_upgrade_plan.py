@@ -398,6 +398,8 @@ def test_an_upgrade_issues_the_certificates_first_and_hands_them_to_every_step(
             "api.password.bcrypt",
             "api.password.sha256",
             "metrics.key",
+            "grafana-admin-password-mon01",
+            "victoriametrics-delete-auth-key-mon01",
         ],
     }, out["tls"]
     paths = PkiPaths.of(home)

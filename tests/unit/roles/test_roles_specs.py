@@ -188,34 +188,42 @@ def test_internal_variables_carry_the_underscore_prefix(role: str) -> None:
     assert all(n.startswith(f"_{bare}_") for n in names), names
 
 
+FINGERPRINT_MATCH = "not (__common_fingerprint.match | default(false))"
+
+
 def _step(task: dict[str, Any]) -> str:
-    if "ansible.builtin.import_tasks" in task:
-        return str(task["ansible.builtin.import_tasks"])
-    if task.get("ansible.builtin.meta") == "end_role":
-        return "end_role"
+    for key in ("ansible.builtin.import_tasks", "ansible.builtin.include_tasks"):
+        if key in task:
+            value = task[key]
+            return str(value["file"] if isinstance(value, dict) else value)
     return str(task.get("ansible.builtin.import_role", {}).get("tasks_from"))
 
 
 def check_main_wiring(role: str, phases: list[str]) -> None:
     """The phases in order, each with its tags; the fingerprint compared before the first phase that
     changes anything (common's preflight gathers the facts the others read, so it runs first) and
-    stored after the last; those three steps carry the role's tag alone, so that a run of one phase
-    (`--tags <role>_<phase>`) neither ends the role early nor stores a fingerprint."""
+    stored after the last. Each phase after the comparison is one include that is skipped when the
+    host matched (its tasks are then never loaded) and hands its tags to what it includes; the
+    fingerprint's two steps carry the role's tag alone, so that a run of one phase
+    (`--tags <role>_<phase>`) stores no fingerprint."""
     tasks = load(ROLES / role / "tasks" / "main.yml")
     steps = [f"{p}.yml" for p in phases]
     at = 1 if role == "common" else 0
-    want = [*steps[:at], "fingerprint", "end_role", *steps[at:], "fingerprint_done"]
-    assert [_step(t) for t in tasks] == want
-    imports = [t for t in tasks if "ansible.builtin.import_tasks" in t]
-    for t, phase in zip(imports, phases, strict=True):
-        assert t["tags"] == [role, f"{role}_{phase}"]
+    assert [_step(t) for t in tasks] == [*steps[:at], "fingerprint", *steps[at:], "fingerprint_done"]
     for t in tasks:
-        if "ansible.builtin.import_tasks" not in t:
-            assert t["tags"] == [role], t["name"]
         if "ansible.builtin.import_role" in t:
+            assert t["tags"] == [role], t["name"]
             assert t["vars"]["_common_role"] == role
-    (end,) = [t for t in tasks if _step(t) == "end_role"]
-    assert end["when"] == "__common_fingerprint.match | default(false)"
+    body = [t for t in tasks if "ansible.builtin.import_role" not in t]
+    for i, (t, phase) in enumerate(zip(body, phases, strict=True)):
+        assert t["tags"] == [role, f"{role}_{phase}"]
+        if i < at:
+            assert "ansible.builtin.import_tasks" in t
+            continue
+        include = t["ansible.builtin.include_tasks"]
+        assert include["apply"] == {"tags": t["tags"]}
+        when = t["when"] if isinstance(t["when"], list) else [t["when"]]
+        assert when[-1] == FINGERPRINT_MATCH, t["name"]
 
 
 @pytest.mark.parametrize("role", PUBLIC)
