@@ -34,6 +34,7 @@ HOST_SIDE_TESTS = (
     "tests/unit/roles/test_vm_backup_script.py",
     "tests/unit/roles/test_unpack_wheel.py",
     "tests/unit/roles/test_audit_files.py",
+    "tests/unit/roles/test_fingerprint.py",
     "tests/unit/exporters/test_gpusim.py",
     "tests/unit/exporters/test_gpusim_dcgm482.py",
     "tests/unit/exporters/test_http_abuse.py",
