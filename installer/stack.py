@@ -33,6 +33,7 @@ import time
 import urllib.parse
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from vigil.basics.errors import VigilError
 from vigil.installer.access import SiteAccess, failure_reason
@@ -269,3 +270,22 @@ class Replicas:
         finally:
             watchdog.cancel()
             conn.close()
+
+
+#: what an alert says of the jobs it concerns: a job alert carries them as labels, a GPU alert as
+#: annotations vmalert fills in at each evaluation (roles/vmalert/files/rules/vigil-gpu-alerts.yml)
+WHO = ("hpc_job", "user", "account")
+
+
+def alert_who(alert: dict[str, Any]) -> dict[str, str]:
+    """{hpc_job, user, account} of an alert as Alertmanager or vmalert serves it: from its labels, else
+    from its annotations (a GPU alert's: the jobs on the GPU, several joined by ", "); "" where
+    neither says. The values are the service's data, to be shown as plain text."""
+    labels, notes = alert.get("labels"), alert.get("annotations")
+    labels = labels if isinstance(labels, dict) else {}
+    notes = notes if isinstance(notes, dict) else {}
+    out = {}
+    for key in WHO:
+        value = labels.get(key) or notes.get(key) or ""
+        out[key] = value if isinstance(value, str) else ""
+    return out

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vigil.basics.errors import VigilError
-from vigil.installer.ops import Failure, ReadFailed, Replicas, SiteAccess, StackError, TooLarge
+from vigil.installer.ops import Failure, ReadFailed, Replicas, SiteAccess, StackError, TooLarge, alert_who
 
 #: (title, unit, PromQL) of the overview's stat panels, in the dashboard's order
 PANELS: tuple[tuple[str, str, str], ...] = (
@@ -177,14 +177,15 @@ def fetch_alerts(source: Source, *, access: SiteAccess | None = None) -> list[Al
     alerts = []
     for item in answer:
         labels = item.get("labels", {})
+        who = alert_who(item)
         alerts.append(
             Alert(
                 name=labels.get("alertname", ""),
                 severity=labels.get("severity", ""),
                 instance=labels.get("instance", labels.get("node", "")),
-                job=labels.get("hpc_job", ""),
-                user=labels.get("user", ""),
-                account=labels.get("account", ""),
+                job=who["hpc_job"],
+                user=who["user"],
+                account=who["account"],
                 since=str(item.get("startsAt", ""))[:19].replace("T", " "),
                 summary=item.get("annotations", {}).get("summary", ""),
             )

@@ -30,6 +30,7 @@ from vigil.installer.ops import (
     Replicas,
     SiteAccess,
     StackError,
+    alert_who,
     curl_options,
     failure_reason,
     login_hint,
@@ -395,9 +396,10 @@ def _poll(what: str, check: Callable[[], Any], timeout: float, every: float = 3)
 def _describe(alert: dict[str, Any]) -> str:
     lab = alert["labels"]
     state = alert["status"]["state"]
+    who = alert_who(alert)
     job = (
-        f", job {lab['hpc_job']} (user {lab.get('user', '?')}, account {lab.get('account', '?')})"
-        if lab.get("hpc_job")
+        f", job {who['hpc_job']} (user {who['user'] or '?'}, account {who['account'] or '?'})"
+        if who["hpc_job"]
         else ""
     )
     where = f"{lab.get('instance')} GPU {lab.get('gpu')}"
@@ -458,7 +460,7 @@ def _fault_to_alert(home: Path, access: SiteAccess) -> dict[str, Any]:
                     a
                     for a in mine()
                     if a["labels"]["alertname"] == FAULT_ALERT
-                    and a["labels"].get("hpc_job") == job
+                    and job in alert_who(a)["hpc_job"].split(", ")
                     and a["status"]["state"] == "active"
                 ),
                 None,

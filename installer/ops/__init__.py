@@ -78,10 +78,20 @@ from vigil.installer.ops.upgrade import outcome_message as upgrade_outcome_messa
 from vigil.installer.ops.upgrade import plan_lines as upgrade_plan_lines
 from vigil.installer.ops.upgrade import status as site_status
 from vigil.installer.reports.backups import HostBackups
-from vigil.installer.stack import Answer, Failure, ReadFailed, Replicas, StackError, TooLarge, split_urls
+from vigil.installer.stack import (
+    Answer,
+    Failure,
+    ReadFailed,
+    Replicas,
+    StackError,
+    TooLarge,
+    alert_who,
+    split_urls,
+)
 from vigil.installer.stack_health import ReplicaHealth
 
 __all__ = [
+    "alert_who",
     "PKI_CA_DAYS",
     "PKI_LEAF_DAYS",
     "PKI_RENEW_DAYS",

@@ -25,7 +25,7 @@ from vigil.installer.deploy.credentials import API_USER
 from vigil.installer.ops.report import resolve_vm, victoriametrics
 from vigil.installer.reports import VictoriaMetrics
 from vigil.installer.reports.errors import ReportError, ReportInputError
-from vigil.installer.stack import ReadFailed, Replicas, StackError, TooLarge, split_urls
+from vigil.installer.stack import ReadFailed, Replicas, StackError, TooLarge, alert_who, split_urls
 from vigil.tui import overview
 
 CLOSED = "http://127.0.0.1:1"  # nothing listens on port 1 of 127.0.0.1
@@ -339,3 +339,14 @@ def test_vm_given_twice_or_as_a_list_is_the_replicas_in_that_order(
     )
     with pytest.raises(ReportInputError, match=r"^--vm ftp://x: not an http:// or https:// URL$"):
         victoriametrics(home, ["http://a:8428", "ftp://x"])
+
+
+def test_an_alert_names_its_jobs_from_its_labels_or_else_its_annotations() -> None:
+    job_alert = {"labels": {"hpc_job": "7", "user": "ada", "account": "physics"}, "annotations": {}}
+    who = {"hpc_job": "7, 8", "user": "ada, bob", "account": "p"}
+    gpu_alert = {"labels": {"gpu": "0"}, "annotations": who}
+    assert alert_who(job_alert) == {"hpc_job": "7", "user": "ada", "account": "physics"}
+    assert alert_who(gpu_alert) == {"hpc_job": "7, 8", "user": "ada, bob", "account": "p"}
+    # a service's answer in any shape: what is not a string is not a job
+    for odd in ({}, {"labels": None}, {"labels": [], "annotations": "x"}, {"annotations": {"hpc_job": 7}}):
+        assert alert_who(odd) == {"hpc_job": "", "user": "", "account": ""}, odd

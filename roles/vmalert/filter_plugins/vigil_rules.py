@@ -6,7 +6,9 @@ The files under files/rules/ are in Prometheus' rule format as both promtool and
 1. `keep_firing_for` ({alert: duration}, files/keep-firing-for.yml) adds each alert's
    `keep_firing_for:` (only where the bundle's vmalert is 1.92 or newer: older ones refuse it);
 2. `duration_cap` (a duration such as `30s`) lowers every alert's `for:` and `keep_firing_for:` to
-   at most that much (the lab, so that an injected fault shows within a minute);
+   at most that much (the lab, so that an injected fault shows within a minute); an annotation that
+   states the `for:` ("for 5 minutes") is made to state the lowered one ("for 20 seconds"), so a
+   page never claims a duration the rule does not have;
 3. `runbook_base` (a URL) is put in front of each relative `runbook_url`;
 4. `group_params` ({group: {param: [values]}}) adds vmalert's group `params:` (HTTP parameters of
    every query of the group), which promtool refuses. It is written as lines of its own under the
@@ -85,6 +87,28 @@ def _interval_cap(value: str) -> float | None:
     return seconds
 
 
+def duration_words(seconds: float) -> str:
+    """A duration as an alert's text states it: 60 -> "a minute", 300 -> "5 minutes", 20 -> "20 seconds"."""
+    n = int(seconds)
+    for size, one, many in (
+        (3600, "an hour", "hours"),
+        (60, "a minute", "minutes"),
+        (1, "a second", "seconds"),
+    ):
+        if n % size == 0 and n >= size:
+            return one if n == size else f"{n // size} {many}"
+    return f"{seconds:g} seconds"
+
+
+def _restate_for(rule: dict[str, Any], was: float, now: float) -> None:
+    """Make the rule's annotations that state its `for:` state the lowered one."""
+    old, new = f"for {duration_words(was)}", f"for {duration_words(now)}"
+    annotations = rule.get("annotations") or {}
+    for key, text in annotations.items():
+        if isinstance(text, str) and old in text:
+            annotations[key] = re.sub(re.escape(old) + r"\b", new, text)
+
+
 def vigil_rule_file(
     text: str,
     keep_firing_for: dict[str, str] | None = None,
@@ -122,6 +146,8 @@ def vigil_rule_file(
             if cap is not None:
                 for key in ("for", "keep_firing_for"):
                     if key in rule and _seconds(rule[key]) > cap:
+                        if key == "for":
+                            _restate_for(rule, _seconds(rule[key]), cap)
                         rule[key] = _plain(duration_cap)
                         changed = True
             url = (rule.get("annotations") or {}).get("runbook_url", "")

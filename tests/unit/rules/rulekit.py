@@ -7,7 +7,8 @@ and the budgets template is rendered with sample budgets; the promtool tests run
 The promtool test files under alerts/ and recording/ are promtool's `test rules` format with
 three additions the harness strips: `case:` on each test (fault, healthy, flapping), `value:` on
 an expected alert (its `$value`), and expected alerts without annotations or `severity` — both
-are filled in from the rule, so a test states only what it is about.
+are filled in from the rule, so a test states only what it is about. The annotations a query fills
+in (the jobs on a GPU) are the exception: a test states those it expects, the others are empty.
 """
 
 from __future__ import annotations
@@ -34,15 +35,21 @@ SAMPLE_BUDGETS = {"physics": 5000, "chemistry": 2000}
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 
 
-def _filter() -> Callable[..., str]:
+def load_filter_module() -> Any:
+    """The vmalert role's filter plugin (roles/vmalert/filter_plugins/vigil_rules.py) as a module."""
     spec = importlib.util.spec_from_file_location("vigil_rules", ROLE / "filter_plugins" / "vigil_rules.py")
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod.vigil_rule_file  # type: ignore[no-any-return]
+    return mod
 
 
-vigil_rule_file = _filter()
+vigil_rule_file: Callable[..., str] = load_filter_module().vigil_rule_file
+
+
+def seconds(duration: str) -> float:
+    """A rule's duration (``1m``, ``1h30m``) in seconds, as the role's filter reads it."""
+    return float(load_filter_module()._seconds(duration))
 
 
 def render_budgets(budgets: dict[str, float]) -> str:
@@ -124,6 +131,12 @@ def deploy(
     return out
 
 
+def is_queried(template: str) -> bool:
+    """An annotation vmalert fills in by a query at each evaluation (the jobs on a GPU): the test
+    states its expected value (``exp_annotations``; absent means empty), as only promtool can run it."""
+    return "query (" in template
+
+
 _TOKEN = re.compile(r"\{\{\s*(if\s+\$labels\.(\w+)|end|\$labels\.(\w+)|\$value)\s*\}\}")
 
 
@@ -201,8 +214,12 @@ def complete(test_file: Path, rule_files: list[Path], dest: Path) -> tuple[Path,
                 value = alert.pop("value", None)
                 labels = {**alert.get("exp_labels", {}), **rule.get("labels", {})}
                 alert["exp_labels"] = labels
+                given = alert.get("exp_annotations", {})
+                queried = {k for k, v in rule.get("annotations", {}).items() if is_queried(v)}
+                assert set(given) <= queried, f"{check['alertname']}: state only queried annotations: {given}"
                 alert["exp_annotations"] = {
-                    k: render_annotation(v, labels, value) for k, v in rule.get("annotations", {}).items()
+                    k: given.get(k, "") if k in queried else render_annotation(v, labels, value)
+                    for k, v in rule.get("annotations", {}).items()
                 }
     out = dest / test_file.name
     out.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))

@@ -69,14 +69,59 @@ def test_every_alert_has_severity_for_runbook_and_keep_firing_for() -> None:
     assert set(rulekit.KEEP_FIRING_FOR) == set(ALERTS)
 
 
-def test_every_gpu_alert_carries_the_job_and_team() -> None:
-    gpu = [n for n in ALERTS if n.startswith("Gpu")]
-    assert len(gpu) >= 12
+#: alerts about a job rather than a GPU: the job, user and account are labels
+JOB_ALERTS = {"GpuIdleWhileAllocated", "GpuMigInstanceContention"}
+
+
+def test_every_gpu_alert_is_the_gpus_and_names_the_jobs_on_it() -> None:
+    gpu = [n for n in ALERTS if n.startswith("Gpu") and n not in JOB_ALERTS]
+    assert len(gpu) >= 10
     for name in gpu:
-        expr = ALERTS[name]["expr"]
-        assert "group_left (user, account, node)" in expr, name
-        assert "last_over_time(slurm_job_info[10m])" in expr, name
+        rule = ALERTS[name]
+        assert "group_left (user, account, node)" not in rule["expr"], name
+        assert "slurm_job_info" not in rule["expr"], name
+        ann = rule["annotations"]
+        for field in ("hpc_job", "user", "account"):
+            assert rulekit.is_queried(ann[field]), f"{name}: {field}"
+            assert '(or $labels.GPU_I_ID "")' in ann[field], f"{name}: {field}"
+        assert "last_over_time(slurm_job_info[10m])" in ann["user"] and "slurm_job_info" in ann["account"], (
+            name
+        )
+        assert "hpc_job" not in ann["description"] + ann["summary"], name
+    for name in JOB_ALERTS:
+        assert "group_left (user, account, node)" in ALERTS[name]["expr"], name
+        assert "last_over_time(slurm_job_info[10m])" in ALERTS[name]["expr"], name
         assert "{{ $labels.hpc_job }}" in ALERTS[name]["annotations"]["description"], name
+
+
+def _durations_stated(rule: dict[str, Any]) -> list[str]:
+    text = " ".join(str(v) for v in rule.get("annotations", {}).values())
+    return re.findall(r"for (?:a|an|\d+) (?:second|minute|hour|day)s?\b", text)
+
+
+def test_an_alert_that_states_its_for_states_its_own() -> None:
+    words = rulekit.load_filter_module().duration_words
+    stated = 0
+    for name, rule in ALERTS.items():
+        seconds = rulekit.seconds(rule["for"])
+        for phrase in _durations_stated(rule):
+            assert phrase == f"for {words(seconds)}", f"{name}: says {phrase!r}, its for: is {rule['for']}"
+            stated += 1
+    assert stated >= 15
+
+
+def test_the_lab_s_lowered_for_is_the_one_its_pages_state(tmp_path: Path) -> None:
+    """The lab caps every `for:` at 20 s: a page must not say "for 5 minutes" there."""
+    capped = {}
+    for path in rulekit.shipped():
+        doc = yaml.safe_load(rulekit.vigil_rule_file(path.read_text(), duration_cap="20s"))
+        for group in doc["groups"]:
+            capped.update({r["alert"]: r for r in group["rules"] if "alert" in r})
+    lowered = [n for n, r in ALERTS.items() if rulekit.seconds(r["for"]) > 20 and _durations_stated(r)]
+    assert len(lowered) >= 15
+    for name in lowered:
+        assert capped[name]["for"] == "20s", name
+        assert set(_durations_stated(capped[name])) == {"for 20 seconds"}, name
 
 
 def test_alerts_are_documented() -> None:
@@ -124,9 +169,8 @@ def test_a_rule_without_for_fails_its_flapping_test(alert: str, tmp_path: Path) 
     assert "exp:[]" in (res.stdout + res.stderr).replace(" ", "").replace("\n", ""), res.stdout + res.stderr
 
 
-@pytest.mark.parametrize("alert", ["GpuTemperatureCritical", "GpuEccDoubleBitError", "GpuIdleWhileAllocated"])
-def test_a_gpu_alert_without_the_job_join_fails_its_tests(alert: str, tmp_path: Path) -> None:
-    """Mutation: drop the slurm_job_info join -> the job and team labels are missing."""
+def test_a_job_alert_without_the_job_join_fails_its_tests(tmp_path: Path) -> None:
+    """Mutation: drop GpuIdleWhileAllocated's slurm_job_info join -> the job and team labels are missing."""
 
     def drop_join(rule: dict[str, Any]) -> None:
         expr = rule["expr"]
@@ -138,9 +182,40 @@ def test_a_gpu_alert_without_the_job_join_fails_its_tests(alert: str, tmp_path: 
         )
         assert rule["expr"] != expr
 
-    files = _mutated(tmp_path, alert, drop_join)
-    res = run_tests(TEST_FILES[alert], files, tmp_path)
+    files = _mutated(tmp_path, "GpuIdleWhileAllocated", drop_join)
+    res = run_tests(TEST_FILES["GpuIdleWhileAllocated"], files, tmp_path)
     assert res.returncode != 0
+
+
+@pytest.mark.parametrize("alert", ["GpuTemperatureCritical", "GpuEccDoubleBitError", "GpuXidError"])
+def test_a_gpu_alert_whose_annotations_lose_the_job_fails_its_tests(alert: str, tmp_path: Path) -> None:
+    """Mutation: the annotations' queries find no job -> the tests that name the job fail."""
+
+    def no_job(rule: dict[str, Any]) -> None:
+        for field in ("hpc_job", "user", "account"):
+            rule["annotations"][field] = rule["annotations"][field].replace(
+                'hpc_job!=\\"\\"', 'hpc_job=\\"none\\"'
+            )
+            rule["annotations"][field] = rule["annotations"][field].replace('hpc_job!=""', 'hpc_job="none"')
+        assert 'hpc_job="none"' in rule["annotations"]["hpc_job"]
+
+    files = _mutated(tmp_path, alert, no_job)
+    res = run_tests(TEST_FILES[alert], files, tmp_path)
+    assert res.returncode != 0, f"{alert}: tests pass with annotations that name no job"
+
+
+def test_an_alert_keyed_on_the_job_would_page_again_at_a_job_boundary(tmp_path: Path) -> None:
+    """Mutation: GpuTemperatureCritical on the per-job series (as before the GPU was the alert's
+    identity) -> the job-boundary case fails: a second alert goes pending when the next job starts."""
+    files = _mutated(
+        tmp_path, "GpuTemperatureCritical", lambda r: r.update(expr="DCGM_FI_DEV_GPU_TEMP >= 92")
+    )
+    res = run_tests(TEST_FILES["GpuTemperatureCritical"], files, tmp_path)
+    assert res.returncode != 0
+    assert (
+        "job-boundary"
+        in yaml.safe_load(TEST_FILES["GpuTemperatureCritical"].read_text())["tests"][-1]["case"]
+    )
 
 
 def test_keep_firing_for_holds_an_alert_after_its_fault_clears(deployed: list[Path], tmp_path: Path) -> None:

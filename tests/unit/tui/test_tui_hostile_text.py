@@ -250,9 +250,16 @@ def test_overview_alerts_and_accounts(tmp_path: Path, monkeypatch: pytest.Monkey
     def answer(base_url: str, path: str, params: dict[str, str] | None = None, *a: Any, **k: Any) -> Any:
         """The two APIs' answers, labelled by the cluster's users."""
         if path == "/api/v2/alerts":
-            keys = ("alertname", "severity", "instance", "hpc_job", "user", "account")
+            keys = ("alertname", "severity", "instance")
+            who = ("hpc_job", "user", "account")
+            # a job alert names its job in labels, a GPU alert in annotations: both ways, every string
             return [
-                {"labels": dict.fromkeys(keys, h.raw), "startsAt": "2026-12-01T03:00:00Z"} for h in HOSTILE
+                {
+                    "labels": dict.fromkeys(keys + (who if n % 2 else ()), h.raw),
+                    "annotations": {} if n % 2 else dict.fromkeys(who, h.raw),
+                    "startsAt": "2026-12-01T03:00:00Z",
+                }
+                for n, h in enumerate(HOSTILE)
             ]
         if path == "/api/v1/query_range":
             return {"status": "success", "data": {"result": [{"values": [[0, "1"]]}]}}

@@ -47,11 +47,14 @@ ALERTS = [
             "severity": "P1",
             "instance": "gpu01:9400",
             "gpu": "2",
+        },
+        # a GPU alert names the jobs on the GPU in its annotations (vigil-gpu-alerts.yml)
+        "annotations": {
+            "summary": "GPU 2 on gpu01 runs hot (86 °C)",
             "hpc_job": "4242",
             "user": "ada",
             "account": "physics",
         },
-        "annotations": {"summary": "GPU 2 on gpu01 runs hot (86 °C)"},
         "startsAt": "2026-12-01T03:00:00.000Z",
         "status": {"state": "active"},
     }
