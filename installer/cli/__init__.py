@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     from vigil.installer.cli import bundle as bundle_cli
     from vigil.installer.cli import demo as demo_cli
     from vigil.installer.cli import deploy as deploy_cli
+    from vigil.installer.cli import explain as explain_cli
     from vigil.installer.cli import inventory as inventory_cli
     from vigil.installer.cli import keys as keys_cli
     from vigil.installer.cli import lab as lab_cli
@@ -77,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         lab_cli,
         pki_cli,
         report_cli,
+        explain_cli,
         backup_cli,
         audit_cli,
         demo_cli,

@@ -33,6 +33,7 @@ JSON = {
     "inventory check",
     "pki issue",
     "pki status",
+    "explain job",
 }
 #: subcommands that verify against a trust root; each must take --trust
 TRUST = {
