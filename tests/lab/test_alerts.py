@@ -16,6 +16,8 @@ Alertmanager's own API on mon01 (GET /api/v2/alerts): what it holds is what the 
    naming B held back by the critical one.
 3. gpu01 down: exactly NodeExporterDown (P1) for gpu01, active, and the GPU exporter's
    VigilTargetDown held back by it; gpu01's GPU alerts still held are held back by it too.
+4. `vigil explain job A`: GPU 0 of gpu01, alice and physics, its double-bit error and row it could
+   not remap, the alerts that fired on it, a verdict and the runbook (docs/incidents.md).
 """
 
 from __future__ import annotations
@@ -390,3 +392,25 @@ def test_node_down_pages_once_and_holds_back_that_nodes_other_alerts(
     finally:
         _vigil(stack, "lab", "fault", "node-down", "gpu01", "--clear")
     wait_for("gpu01's exporters scraped again", all_up, 120)
+
+
+def test_explain_names_the_failed_gpu_its_job_and_the_alerts(
+    stack: dict[str, str], gpu_faults: dict[str, Any], measured: Any
+) -> None:
+    """`vigil explain job A` on the lab, after its GPU 0 counted a double-bit error and its node went
+    down: the GPU, the team, the errors and the alerts vmalert fired, a verdict and the runbook."""
+    job = gpu_faults["jobs"]["A"]
+    started = time.monotonic()
+    doc = json.loads(_vigil(stack, "explain", "job", job, "--json"))
+    took = time.monotonic() - started
+    assert (doc["user"], doc["account"], doc["nodes"]) == (["alice"], ["physics"], ["gpu01"]), doc
+    gpus = {g["gpu"]: g for g in doc["gpus"]}
+    assert len(gpus) == 4, sorted(gpus)
+    g0 = gpus["0"]
+    assert g0["ecc_double_bit"] == 1 and g0["row_remap_failure"] is True, g0
+    fired = {a["alert"] for a in g0["alerts"]}
+    assert {"GpuEccDoubleBitError", "GpuRowRemapFailure", "NodeExporterDown"} <= fired, g0["alerts"]
+    verdict = next(v for v in doc["verdicts"] if v.startswith("GPU 0 on gpu01: "))
+    assert "1 uncorrectable (double-bit) ECC error" in verdict and "could not remap" in verdict, verdict
+    assert any(r.startswith("GPU 0 on gpu01: drain gpu01") for r in doc["runbooks"]), doc["runbooks"]
+    measured("lab: vigil explain job (4 GPUs, the CLI's whole run)", took)
