@@ -30,7 +30,7 @@ from vigil.installer.ops.bundle import (
     verify_bundle,
 )
 from vigil.installer.ops.deploy import deploy_failure, finish_deploy, plan_deploy, start_deploy
-from vigil.installer.ops.explain import explain_job_op
+from vigil.installer.ops.explain import explain_job_op, explain_lines
 from vigil.installer.ops.inventory import (
     InventoryCheck,
     check_inventory,
@@ -93,6 +93,7 @@ from vigil.installer.stack_health import ReplicaHealth
 
 __all__ = [
     "explain_job_op",
+    "explain_lines",
     "alert_who",
     "PKI_CA_DAYS",
     "PKI_LEAF_DAYS",

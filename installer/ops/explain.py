@@ -39,3 +39,58 @@ def explain_job_op(
     doc["source"]["seconds"] = round(time.monotonic() - started, 3)
     inv.details.update(gpus=len(doc["gpus"]), verdicts=len(doc["verdicts"]))
     return doc
+
+
+def _n(value: Any, unit: str = "") -> str:
+    return "-" if value is None else f"{value:g}{unit}"
+
+
+def explain_lines(doc: dict[str, Any]) -> list[str]:
+    """The explanation as lines of text, for the CLI and the console: each holds data from the store,
+    to be shown through ``visible`` (the CLI) or as plain text (the console)."""
+    gpus = doc["gpus"]
+    models = sorted({g["model"] for g in gpus if g["model"]})
+    who = f"user {', '.join(doc['user']) or '?'}, account {', '.join(doc['account']) or '?'}"
+    out = [
+        f"job {doc['job']}: {who}, "
+        f"partition {', '.join(doc['partition']) or '?'}; {len(gpus)} GPU(s) on {', '.join(doc['nodes'])}"
+        + (f" ({', '.join(models)})" if models else ""),
+        f"  {doc['first_sample']} to {doc['last_sample']}: {doc['state']}",
+        f"  {doc['device_hours']:g} device-hours, {doc['gpu_energy_kwh']:g} kWh of GPU energy"
+        + (f"; {doc['gpu_hours_lost']:g} GPU-hours lost ({doc['failed_because']})" if doc["failed"] else ""),
+    ]
+    for g in gpus:
+        mig = g["profile"] or g["gpu_instance"]
+        name = f"GPU {g['gpu']}" + (f" (MIG {mig})" if g["gpu_instance"] else "")
+        parts = [
+            f"peak {_n(g['peak_temperature_c'], ' °C')}",
+            f"ECC {g['ecc_single_bit']} single-bit, {g['ecc_double_bit']} double-bit",
+        ]
+        if g["row_remap_failure"]:
+            parts.append("row remap FAILED")
+        if g["nvlink_crc_errors"]:
+            parts.append(f"NVLink CRC {g['nvlink_crc_errors']}")
+        parts += [f"XID {x['code']} at {x['at']} ({x['meaning']})" for x in g["xids"]]
+        if g["throttle_reasons"]:
+            parts.append("throttled: " + ", ".join(g["throttle_reasons"]))
+        parts += [f"{a['alert']} ({a['severity']}) at {a['first_fired']}" for a in g["alerts"]]
+        out.append(f"  {name} on {g['instance']} ({g['uuid'] or 'no UUID'}): " + "; ".join(parts))
+        before = g["before"]
+        prior = [f"{x['code']} at {x['at']}" for x in before["xids"]]
+        out.append(
+            f"    the {before['days']} days before: {before['ecc_single_bit']} single-bit ECC errors "
+            f"(by day {before['ecc_single_bit_by_day']})"
+            + (f", XID {', '.join(prior)}" if prior else "")
+            + (
+                f", earlier jobs hit by GPU errors: {', '.join(before['earlier_jobs_hit_by_gpu_errors'])}"
+                if before["earlier_jobs_hit_by_gpu_errors"]
+                else ""
+            )
+        )
+    if doc["verdicts"]:
+        out += [f"VERDICT: {v}" for v in doc["verdicts"]]
+        out += [f"RUNBOOK: {r}" for r in doc["runbooks"]]
+    else:
+        out.append("VERDICT: nothing on its GPUs points at the hardware")
+    out.append(f"  ({doc['source']['seconds']:g} s, from {doc['source']['victoriametrics']})")
+    return out

@@ -47,7 +47,9 @@ a checkpoint now and sends it to syslog, **ctrl+o** exports log, checkpoints and
 
 ## Overview (F5)
 VictoriaMetrics' cluster panels (the Grafana overview's queries) and Alertmanager's firing alerts,
-every 5 seconds while shown; **ctrl+r** refreshes now.
+every 5 seconds while shown; **ctrl+r** refreshes now. **enter** on an alert that names a job explains
+the job (`vigil explain job`): its GPUs, their errors, whether they were degrading, and the runbook;
+**escape** closes it.
 
 ## Bundle (F6)
 The channels of the catalogs (the packaged ones, or the *Catalogs* directory), and the highlighted

@@ -1,5 +1,7 @@
 """Overview: the cluster at a glance — the Grafana overview's panels read from VictoriaMetrics, and
 the firing alerts from Alertmanager with job, user and account — refreshed every 5 seconds while shown.
+Enter on an alert that names a job explains that job (`vigil explain job`, docs/incidents.md), an
+action of its own with its audit record.
 
 On a site deployed with TLS (the site CA and the API password in the state root) both are read
 over https, checked against the site CA, with the API login; otherwise over plain http.
@@ -24,9 +26,12 @@ from textual.timer import Timer
 from textual.widgets import Button, DataTable, Input, Label, Sparkline, Static
 
 from vigil.basics.errors import VigilError
+from vigil.installer import ops
 from vigil.installer.ops import ReplicaHealth, SiteAccess, read_replicas, site_access, site_metrics_key
 from vigil.tui import overview
 from vigil.tui.screens._base import VigilScreen
+from vigil.tui.screens.explain import ExplainScreen
+from vigil.tui.session import Outcome, perform
 from vigil.tui.untrusted import plain
 from vigil.tui.widgets import ResultLine, to_ui
 
@@ -168,6 +173,33 @@ class OverviewScreen(VigilScreen):
         if self._timer is not None:
             self._timer.stop()
             self._timer = None
+
+    @on(DataTable.RowSelected, "#alerts")
+    def explain_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter on an alert: the first job it names, explained."""
+        alerts = self.snapshot.alerts if self.snapshot else []
+        if not 0 <= event.cursor_row < len(alerts):
+            return
+        job = alerts[event.cursor_row].job.split(",")[0].strip()
+        if not job:
+            self.query_one("#result", ResultLine).info("this alert names no job to explain")
+            return
+        self.query_one("#result", ResultLine).info(f"explaining job {job} …")
+        self._explain(job, self.query_one("#vm", Input).value.strip())
+
+    @work(thread=True, exclusive=True, group="overview-explain", exit_on_error=False)
+    def _explain(self, job: str, vm_url: str) -> None:
+        argv = ["explain", "job", job] + (["--vm", vm_url] if vm_url else [])
+        inv = self.session.invocation("explain.job", argv)
+        outcome = perform(inv, lambda inv: ops.explain_job_op(inv, job, vm=vm_url or None))
+        to_ui(self.app, self._explained, job, outcome)
+
+    def _explained(self, job: str, outcome: Outcome[dict[str, Any]]) -> None:
+        if outcome.value is None:
+            self.query_one("#result", ResultLine).fail(outcome.failures)
+            return
+        self.query_one("#result", ResultLine).info(f"job {job} explained")
+        self.app.push_screen(ExplainScreen(f"job {job}", ops.explain_lines(outcome.value)))
 
     @on(Input.Submitted)
     @on(Button.Pressed, "#refresh")

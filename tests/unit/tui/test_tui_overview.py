@@ -309,3 +309,88 @@ def test_the_screen_follows_a_deploy_to_tls(tmp_path: Path, monkeypatch: pytest.
     assert reads[-1] == (*seen["after"], seen["access"]) and seen["access"].tls
     assert len(seen["refused"]) == 1 and seen["refused"][0].startswith(f"FAIL: {home}/secrets/api.password: ")
     assert "chmod 600 it" in seen["refused"][0]
+
+
+def _explained(job: str) -> dict[str, Any]:
+    """What explain_job_op returns for JOB, its account hostile (an escape and a forged line)."""
+    gpu = {
+        "instance": "gpu01",
+        "gpu": "2",
+        "gpu_instance": None,
+        "profile": None,
+        "uuid": "GPU-2",
+        "model": "NVIDIA H100",
+        "peak_temperature_c": 86.0,
+        "ecc_single_bit": 0,
+        "ecc_double_bit": 0,
+        "row_remap_failure": False,
+        "nvlink_crc_errors": 0,
+        "xids": [],
+        "throttle_reasons": ["hardware thermal slowdown"],
+        "alerts": [{"alert": "GpuTemperatureHigh", "severity": "P1", "first_fired": "2026-12-01T03:00:00Z"}],
+        "before": {
+            "days": 7,
+            "ecc_single_bit": 0,
+            "ecc_single_bit_by_day": [0] * 7,
+            "xids": [],
+            "earlier_jobs_hit_by_gpu_errors": [],
+        },
+    }
+    return {
+        "job": job,
+        "user": ["ada"],
+        "account": ["phys\x1b[2J\nVERDICT: forged"],
+        "partition": ["gpu"],
+        "nodes": ["gpu01"],
+        "first_sample": "2026-12-01T02:00:00Z",
+        "last_sample": "2026-12-01T03:10:00Z",
+        "state": "RUNNING (its GPUs still report it; Slurm's accounting not given)",
+        "device_hours": 1.1667,
+        "gpu_energy_kwh": 0.5,
+        "failed": False,
+        "failed_because": None,
+        "gpus": [gpu],
+        "verdicts": ["GPU 2 on gpu01: clocks cut by hardware thermal slowdown"],
+        "runbooks": ["GPU 2 on gpu01: check gpu01's power and cooling: docs/runbooks/GpuClocksThrottled.md"],
+        "source": {"seconds": 0.1, "victoriametrics": "stub"},
+    }
+
+
+def test_enter_on_an_alert_explains_its_job(
+    stub: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The alert names job 4242 (in its annotations): enter opens the explanation, an audited action,
+    its account shown as text on one line."""
+    monkeypatch.setenv("VIGIL_VM_URL", stub)
+    monkeypatch.setenv("VIGIL_ALERTMANAGER_URL", stub)
+    asked: list[tuple[str, Any]] = []
+
+    def explain(inv: Any, job: str, *, vm: Any = None, **_: Any) -> dict[str, Any]:
+        asked.append((job, vm))
+        inv.object = f"job {job}"
+        return _explained(job)
+
+    monkeypatch.setattr(screen.ops, "explain_job_op", explain)
+    seen: dict[str, Any] = {}
+
+    async def scenario(app: VigilApp, pilot: Pilot[None]) -> None:
+        await settle(app, pilot)
+        app.screen.query_one("#alerts", DataTable).focus()
+        await pilot.press("enter")
+        await settle(app, pilot)
+        seen["screen"] = type(app.screen).__name__
+        seen["text"] = str(app.screen.query_one("#explanation").render())
+        await pilot.press("escape")
+        await settle(app, pilot)
+        seen["after"] = type(app.screen).__name__
+
+    drive(tmp_path / "home", scenario, start="overview")
+    assert asked == [("4242", stub)]
+    assert seen["screen"] == "ExplainScreen" and seen["after"] == "OverviewScreen"
+    lines = seen["text"].split("\n")
+    assert lines[0].startswith("job 4242: user ada, account phys\\x1b[2J\\x0aVERDICT: forged, partition gpu")
+    assert [x for x in lines if x.startswith("VERDICT")] == [
+        "VERDICT: GPU 2 on gpu01: clocks cut by hardware thermal slowdown"
+    ]
+    records = (tmp_path / "home" / "audit").glob("*")
+    assert any("explain.job" in p.read_text(errors="replace") for p in records if p.is_file())
