@@ -162,7 +162,7 @@ class BuildScreen(VigilScreen):
             yield Label("Split")
             yield Input(placeholder="bundle to split (the one built)", id="split-bundle", compact=True)
             yield Label("Size", classes="short")
-            yield Input(placeholder="4G", id="size", compact=True)
+            yield Input(placeholder="part size, e.g. 4G", id="size", compact=True)
         with Horizontal(id="buttons"):
             yield Button("Build", id="build", compact=True, variant="primary")
             yield Button("Split", id="split", compact=True)

@@ -237,7 +237,8 @@ class OverviewScreen(VigilScreen):
         else:
             sick = sum(1 for r in snap.replicas if not r.ok)
             attention = f"; {sick} replicas need attention" if sick else ""
-            result.info(f"read at {time.strftime('%H:%M:%S')}; {len(snap.alerts)} alerts firing{attention}")
+            firing = f"{len(snap.alerts)} alert{'' if len(snap.alerts) == 1 else 's'} firing"
+            result.info(f"read at {time.strftime('%H:%M:%S')}; {firing}{attention}")
         # what each replica said of itself: data, shown as plain text
         # (each line made visible alone: a newline a replica sent stays \n, it starts no line)
         self.query_one("#replicas", Static).update(

@@ -99,14 +99,14 @@ class ReportsScreen(VigilScreen):
     def body(self) -> ComposeResult:
         with Horizontal(classes="row"):
             yield Label("Period")
-            yield Input(placeholder="2025-10", id="period", compact=True)
+            yield Input(placeholder="YYYY-MM, YYYY-Qn or YYYY", id="period", compact=True)
             yield Label("Account", classes="short")
             yield Input(placeholder="all", id="account", compact=True)
             yield Label("VM", classes="short")
             yield Input(os.environ.get(VM_ENV, ""), placeholder="from the last deploy", id="vm", compact=True)
         with Horizontal(classes="row"):
             yield Label("Year")
-            yield Input(placeholder="2025", id="year", compact=True)
+            yield Input(placeholder="YYYY", id="year", compact=True)
             yield Label("Site", classes="short")
             yield Input(placeholder="site.yaml", id="site", compact=True)
             yield Checkbox("strict", id="strict", compact=True)

@@ -221,7 +221,7 @@ def test_the_screen_shows_panels_and_alerts(
 
     drive(tmp_path / "home", scenario, start="overview")
     assert seen["broken"] == [f"FAIL: {stub}/broken/api/v2/alerts: answer is not JSON"]
-    assert seen["result"].endswith("1 alerts firing")
+    assert seen["result"].endswith("1 alert firing")
     assert seen["panels"].startswith("GPUs healthy 7   GPUs 8   GPU power 2.5 kW")
     assert seen["spark"] == [10.0, 40.0, 80.0, 55.0]
     vm_line, am_line = seen["replicas"].split("\n")
