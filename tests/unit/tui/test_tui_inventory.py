@@ -180,3 +180,32 @@ def test_shared_variables_are_edited_in_place_and_a_bad_edit_keeps_the_file(tmp_
     actions = [(r["action"], r["outcome"]) for r in audit_lines(home)]
     assert ("inventory.edit", "failed") in actions or ("inventory.edit", "refused") in actions
     assert actions[-2:] == [("inventory.edit", "ok"), ("inventory.check", "ok")]
+
+
+def test_one_escape_leaves_the_editor_unsaved(tmp_path: Path) -> None:
+    """The footer says "esc Leave unsaved": one press, with the cursor in the text, leaves it, and the
+    file is as it was (the text area took the first escape for itself before)."""
+    from textual.widgets import TextArea
+
+    inventory = make_inventory(tmp_path / "site")
+    all_yml = inventory / "group_vars" / "all.yml"
+    original = all_yml.read_text()
+    seen: dict[str, Any] = {}
+
+    async def scenario(app: VigilApp, pilot: Pilot[None]) -> None:
+        await pilot.press("f7")
+        await settle(app, pilot)
+        app.screen.query_one("#inventory", Input).value = str(inventory)
+        await pilot.press("ctrl+g")
+        await pilot.pause()
+        editor = app.screen
+        area = editor.query_one("#vars-text", TextArea)
+        seen["focused"] = app.focused is area
+        await pilot.press("x")
+        await pilot.press("escape")
+        await settle(app, pilot)
+        seen["left"] = app.screen is not editor
+
+    drive(tmp_path / "home", scenario)
+    assert seen == {"focused": True, "left": True}
+    assert all_yml.read_text() == original

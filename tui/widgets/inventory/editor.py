@@ -28,7 +28,8 @@ class SharedVarsEditor(ModalScreen[bool]):
         Binding(
             "ctrl+s", "save", "Save", id="vars-save", tooltip="Check the inventory with it, then write it"
         ),
-        Binding("escape", "leave", "Leave unsaved", id="vars-leave"),
+        # priority: the text area would take the first escape for itself (it lets go of the focus)
+        Binding("escape", "leave", "Leave unsaved", id="vars-leave", priority=True),
     ]
 
     DEFAULT_CSS = """
