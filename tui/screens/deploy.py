@@ -149,6 +149,7 @@ class DeployScreen(VigilScreen):
     DeployScreen .row Label.short { width: 7; margin-left: 1; }
     DeployScreen .row Select { width: 14; }
     DeployScreen .row Input.num { width: 10; }
+    DeployScreen #confirm { width: 10; }
     DeployScreen #plan { height: auto; max-height: 3; margin: 0 1; color: $text-muted; }
     DeployScreen #status { height: 1; width: 1fr; margin: 0 1; text-style: bold; }
     DeployScreen #grid { height: 1fr; min-height: 4; margin: 0 1; }
@@ -266,6 +267,13 @@ class DeployScreen(VigilScreen):
             f"planning the {action}: bundles re-verified, every host's facts read …"
         )
         self._move(action, Path(text).expanduser(), trust, to, serial, keep_store, check, admin)
+
+    @on(Select.Changed, "#action")
+    def _action_chosen(self, event: Select.Changed) -> None:
+        """The confirm button says what it will run, whole ("Upgrade" was cut to "Upgrad"), and follows
+        the choice until a plan is under way."""
+        if not self._busy:
+            self.query_one("#confirm", Button).label = str(event.value).capitalize()
 
     @on(Button.Pressed, "#confirm")
     def action_confirm(self) -> None:

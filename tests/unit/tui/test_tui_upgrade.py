@@ -127,3 +127,24 @@ def test_bad_fields_are_refused_before_anything_runs(
     assert reason in seen["result"][0]
     assert not seen["busy"]
     assert not (signed.home / "audit").exists()  # refused on the screen: no action began
+
+
+def test_the_confirm_button_names_the_action_whole_and_follows_the_choice(tmp_path: Path) -> None:
+    """ "Upgrade" was cut to "Upgrad", and kept after switching back to deploy until the next plan."""
+    from textual.widgets import Button
+
+    seen: list[tuple[str, int]] = []
+
+    async def scenario(app: VigilApp, pilot: Pilot[None]) -> None:
+        await settle(app, pilot)
+        button = app.screen.query_one("#confirm", Button)
+        for action in ("upgrade", "rollback", "deploy"):
+            app.screen.query_one("#action", Select).value = action
+            await pilot.pause()
+            await settle(app, pilot)
+            seen.append((str(button.label), button.content_region.width))
+
+    drive(tmp_path / "home", scenario, start="deploy")
+    assert [label for label, _ in seen] == ["Upgrade", "Rollback", "Deploy"]
+    for label, width in seen:
+        assert width >= len(label), (label, width)
