@@ -130,7 +130,7 @@ class BuildScreen(VigilScreen):
     BuildScreen #progress-row { height: 1; margin: 0 1; }
     BuildScreen #step { width: 1fr; color: $text-muted; }
     BuildScreen #lists { height: 1fr; margin: 0 1; }
-    BuildScreen #channels { width: 12; height: 1fr; }
+    BuildScreen #channels { width: 16; height: 1fr; }
     BuildScreen #component-detail { height: 1; margin: 0 1; color: $text-muted; }
     BuildScreen #components { width: 1fr; height: 1fr; }
     BuildScreen #built { height: auto; max-height: 4; margin: 0 1; color: $text-muted; }
@@ -162,7 +162,7 @@ class BuildScreen(VigilScreen):
             yield Label("Split")
             yield Input(placeholder="bundle to split (the one built)", id="split-bundle", compact=True)
             yield Label("Size", classes="short")
-            yield Input(placeholder="part size, e.g. 4G", id="size", compact=True)
+            yield Input(placeholder="e.g. 4G", id="size", compact=True)
         with Horizontal(id="buttons"):
             yield Button("Build", id="build", compact=True, variant="primary")
             yield Button("Split", id="split", compact=True)

@@ -215,3 +215,28 @@ def test_the_packaged_debian_lock_in_the_table(tmp_path: Path) -> None:
     # reading catalogs is not an action: nothing recorded
     assert not (tmp_path / "home" / "audit" / "log.jsonl").exists()
     json.dumps(seen)  # plain strings only
+
+
+def test_the_packaged_channels_and_every_state_are_shown_whole(tmp_path: Path) -> None:
+    """At 80x24 the channel list showed "debian-n" and the state column "waiti"."""
+    seen: dict[str, Any] = {}
+
+    async def scenario(app: VigilApp, pilot: Pilot[None]) -> None:
+        await pilot.press("f6")
+        await settle(app, pilot)
+        await settle(app, pilot)
+        screen = app.screen
+        channels = screen.query_one("#channels", OptionList)
+        seen["channels"] = [str(o.prompt) for o in channels.options]
+        seen["room"] = channels.scrollable_content_region.width
+        table = screen.query_one("#components", ComponentTable)
+        table.start()
+        await pilot.pause()
+        seen["state_width"] = table.columns["state"].get_render_width(table) - 2 * table.cell_padding
+        seen["rendered"] = [str(table.get_cell_at((r, 3))) for r in range(table.row_count)]
+
+    drive(tmp_path / "home", scenario, size=(80, 24))
+    assert "debian-next" in seen["channels"], seen["channels"]
+    assert seen["room"] >= max(map(len, seen["channels"])), seen
+    assert seen["state_width"] >= len("compressing"), seen
+    assert set(seen["rendered"]) == {"waiting"}

@@ -79,8 +79,11 @@ class ComponentTable(DataTable[Text]):
         self._current: str | None = None
 
     def on_mount(self) -> None:
+        # the state column is empty until a build starts: as wide as its longest state from the first,
+        # or it keeps the header's width and cuts them ("waiti")
+        widths = {"state": max(map(len, STATE_STYLE))}
         for col in self.COLUMNS:
-            self.add_column(col, key=col)
+            self.add_column(col, key=col, width=widths.get(col))
 
     def show(self, rows: list[ComponentRow]) -> None:
         self.clear()
