@@ -112,7 +112,8 @@ class ImportScreen(VigilScreen):
 
     def on_mount(self) -> None:
         table = self.query_one("#components", DataTable)
-        table.add_columns("component", "version", "licence", "files", "bytes", "kind")
+        # the licence last: a long one pushed files, bytes and kind off the screen
+        table.add_columns("component", "version", "files", "bytes", "kind", "licence")
         self.query_one("#bar", ProgressBar).display = False
         self.query_one("#bundle", Input).focus()
 
@@ -272,4 +273,4 @@ class ImportScreen(VigilScreen):
         # an inspected bundle is not verified: anyone can write its manifest; shown as text
         summary.update(plain_lines(summary_lines(info)))
         for c in info["components"]:
-            table.add_row(*(plain(c[k]) for k in ("name", "version", "license", "files", "bytes", "kind")))
+            table.add_row(*(plain(c[k]) for k in ("name", "version", "files", "bytes", "kind", "license")))

@@ -220,7 +220,7 @@ def test_an_inspected_bundle(tmp_path: Path) -> None:
         found["seen"] = await look_and_click(app, pilot)
 
     drive(tmp_path / "home", scenario, size=SIZE)
-    names, versions, licences, _, _, kinds = found["columns"]
+    names, versions, _, _, kinds, licences = found["columns"]
     for n, h in enumerate(HOSTILE):
         assert_text(names[n], f"{n}{h.shown}")
         for column in (versions, licences, kinds):

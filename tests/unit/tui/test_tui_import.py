@@ -42,7 +42,7 @@ def test_verify_shows_ok_progress_and_the_inspection(signed: Signed) -> None:
     assert "--deep checks each file); signed by " + signed.key.key.id_hex in str(seen["result"])
     assert "-ok" in seen["classes"]  # type: ignore[operator]
     assert seen["events"] >= 1  # type: ignore[operator] # the byte count reached the screen
-    assert seen["rows"] == [["demo", "1.0", "Apache-2.0", "2", str(1000 + 170), "file"]]
+    assert seen["rows"] == [["demo", "1.0", "2", str(1000 + 170), "file", "Apache-2.0"]]
     assert f"signer {signed.key.key.id_hex}  test bundle v3" in str(seen["summary"])
     # each action left the record the CLI's would: same action and object, the operator, the argv
     verify, inspect = audit_lines(signed.home)[-2:]
