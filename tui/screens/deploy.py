@@ -153,7 +153,7 @@ class DeployScreen(VigilScreen):
     DeployScreen #plan { height: auto; max-height: 3; margin: 0 1; color: $text-muted; }
     DeployScreen #status { height: 1; width: 1fr; margin: 0 1; text-style: bold; }
     DeployScreen #grid { height: 1fr; min-height: 4; margin: 0 1; }
-    DeployScreen #log { height: 5; margin: 0 1; border-top: solid $panel; }
+    DeployScreen #log { height: 1fr; min-height: 5; margin: 0 1; border-top: solid $panel; }
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -110,7 +110,7 @@ class InventoryScreen(VigilScreen):
     InventoryScreen .row Button { margin-right: 2; }
     InventoryScreen .row #counts { width: 1fr; color: $text-muted; }
     InventoryScreen #hosts { height: 1fr; margin: 0 1; }
-    InventoryScreen #vars-box { height: 8; margin: 0 1; border-top: solid $panel; }
+    InventoryScreen #vars-box { height: 1fr; min-height: 8; margin: 0 1; border-top: solid $panel; }
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -89,7 +89,7 @@ class ReportsScreen(VigilScreen):
     ReportsScreen .row Button { margin-right: 1; }
     ReportsScreen .row Checkbox { margin-left: 1; }
     ReportsScreen #reports { height: 1fr; min-height: 3; margin: 0 1; }
-    ReportsScreen #detail-box { height: 6; margin: 0 1; border-top: solid $panel; }
+    ReportsScreen #detail-box { height: 1fr; min-height: 6; margin: 0 1; border-top: solid $panel; }
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -25,7 +25,7 @@ from vigil.tui import VigilApp
 from vigil.tui.screens import DeployScreen
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
-SIZES = ((80, 24), (120, 40))
+SIZES = ((80, 24), (120, 40), (200, 50))
 SCREENS = ("import", "deploy", "bundle", "inventory", "reports", "help")
 
 
@@ -104,3 +104,20 @@ def test_every_control_fits_at_80_columns(screen: str, signed: Signed) -> None:
     drive(signed.home, scenario, start=screen, size=(80, 24))
     assert out["seen"], f"{screen}: no control was laid out"
     assert out["outside"] == [], f"{screen}: {out['outside']}"
+
+
+@pytest.mark.parametrize(
+    ("screen", "pane"), [("deploy", "#log"), ("inventory", "#vars-box"), ("reports", "#detail-box")]
+)
+def test_a_large_terminal_gives_the_bottom_pane_the_room(screen: str, pane: str, signed: Signed) -> None:
+    """At 200x50 the table above left about 30 blank lines and the log or detail below got 4 to 6:
+    the two now share the height (the pane keeps its least height at 80x24)."""
+    out: dict[str, int] = {}
+
+    async def scenario(app: VigilApp, pilot: Pilot[None]) -> None:
+        await pilot.pause(0.2)
+        out["pane"] = app.screen.query_one(pane).region.height
+        out["screen"] = app.screen.region.height
+
+    drive(signed.home, scenario, start=screen, size=(200, 50))
+    assert out["pane"] >= 15, out
