@@ -198,6 +198,11 @@ class BuildScreen(VigilScreen):
     def _listed(self, catalog_dir: Path, names: list[str] | None) -> None:
         options = self.query_one("#channels", OptionList)
         options.clear_options()
+        if not names:  # no channel to show: nor its components (the last channel's stayed)
+            self.channel = None
+            self.view = None
+            self.query_one("#components", ComponentTable).show([])
+            self.query_one("#channel-note", Label).update("")
         if names is None:
             self.query_one("#result", ResultLine).fail([f"FAIL: {catalog_dir}: not a directory of catalogs"])
             return

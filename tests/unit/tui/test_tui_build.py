@@ -240,3 +240,22 @@ def test_the_packaged_channels_and_every_state_are_shown_whole(tmp_path: Path) -
     assert seen["room"] >= max(map(len, seen["channels"])), seen
     assert seen["state_width"] >= len("compressing"), seen
     assert set(seen["rendered"]) == {"waiting"}
+
+
+def test_a_bad_catalogs_path_empties_the_components_too(tmp_path: Path) -> None:
+    """The channel list went empty and the last channel's components stayed, as if still chosen."""
+    catalogs = make_catalogs(tmp_path / "catalogs")
+    seen: dict[str, Any] = {}
+
+    async def scenario(app: VigilApp, pilot: Pilot[None]) -> None:
+        await open_catalogs(app, pilot, catalogs)
+        seen["before"] = len(table_rows(app))
+        await open_catalogs(app, pilot, tmp_path / "nowhere")
+        seen["channels"] = app.screen.query_one("#channels", OptionList).option_count
+        seen["after"] = table_rows(app)
+        seen["result"] = app.screen.query_one("#result", ResultLine).text
+
+    drive(tmp_path / "home", scenario)
+    assert seen["before"] > 0
+    assert (seen["channels"], seen["after"]) == (0, [])
+    assert seen["result"] == f"FAIL: {tmp_path / 'nowhere'}: not a directory of catalogs"
