@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -205,18 +206,21 @@ class AuditScreen(VigilScreen):
 
     def _loaded(self, outcome: Outcome[list[dict[str, Any]]]) -> None:
         table = self.query_one("#records", DataTable)
-        table.clear()
-        if outcome.value is None:
+        if outcome.value is None:  # a bad filter: said, and the records read before stay shown
             self.query_one("#result", ResultLine).fail(outcome.failures)
-            self.records = []
             return
+        table.clear()
         self.records = outcome.value
         for record in self.records:
             # who, object and reason come from whoever ran an action: a file's name, an --operator
             table.add_row(*map(plain, record_row(record)), key=str(record["seq"]))
         if self.records:
             table.move_cursor(row=len(self.records) - 1)
-        self.query_one("#count", Label).update(plain(f"  {len(self.records)} records"))
+        # what the table holds as read then, not the log's size now: each action adds its own record
+        # (verify counts the log itself); ctrl+r reads again
+        self.query_one("#count", Label).update(
+            plain(f"  {len(self.records)} records, as read at {time.strftime('%H:%M:%S')}")
+        )
 
     def _verified(self, outcome: Outcome[Summary], witnessed: bool) -> None:
         result = self.query_one("#result", ResultLine)

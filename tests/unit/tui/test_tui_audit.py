@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -176,3 +177,27 @@ def test_checkpoint_export_and_verify_with_a_witness(
     assert seen["forged"][0].startswith(f"FAIL: audit: witness {bad} line 2: ")
     expected = cli_fail_line(capsys, "audit", "verify", "--witness", str(bad))
     assert seen["forged"] == [expected]
+
+
+def test_the_count_says_when_it_was_read_and_a_bad_since_keeps_the_records(logged: Signed) -> None:
+    """The header said "41 records" after verify had counted 42 (each action adds its own record): it
+    says when it read them. A Since that is no time says so without emptying the table (it stayed
+    empty until ctrl+r)."""
+    seen: dict[str, Any] = {}
+
+    async def scenario(app: VigilApp, pilot: Pilot[None]) -> None:
+        await settle(app, pilot)
+        seen["opened"] = len(rows(app))
+        seen["count"] = str(app.screen.query_one("#count").render())
+        since = app.screen.query_one("#since", Input)
+        since.value = "yesterday-ish"
+        since.focus()
+        await pilot.press("enter")
+        await settle(app, pilot)
+        seen["bad_since"] = (len(rows(app)), app.screen.query_one("#result", ResultLine).text)
+
+    drive(logged.home, scenario, start="audit")
+    assert seen["opened"] == 2
+    assert re.fullmatch(r"2 records, as read at \d\d:\d\d:\d\d", seen["count"].strip()), seen["count"]
+    shown, result = seen["bad_since"]
+    assert shown == 2 and result.startswith("FAIL: "), seen["bad_since"]
