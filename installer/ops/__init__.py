@@ -65,6 +65,7 @@ from vigil.installer.ops.pki import (
 from vigil.installer.ops.replicas import monitoring_urls, read_replicas, replica_health, site_metrics_key
 from vigil.installer.ops.report import (
     Generated,
+    last_deployed_inventory,
     report_close,
     report_energy,
     report_export,
@@ -92,6 +93,7 @@ from vigil.installer.stack import (
 from vigil.installer.stack_health import ReplicaHealth
 
 __all__ = [
+    "last_deployed_inventory",
     "explain_job_op",
     "explain_lines",
     "alert_who",

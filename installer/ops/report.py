@@ -83,6 +83,20 @@ def _generated_at(now: float | None) -> str:
     return datetime.fromtimestamp(_now(now), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def last_deployed_inventory(home: Path, *, ok_only: bool = True) -> str | None:
+    """The inventory of the last deploy the audit log records (only one that succeeded and was not a
+    --check, with ``ok_only``); None when there is none or the log cannot be read."""
+    inventory: str | None = None
+    try:
+        for rec in AuditLog(home).records(action="deploy"):
+            if ok_only and (rec.get("outcome") != "ok" or (rec.get("details") or {}).get("check")):
+                continue
+            inventory = str(rec.get("object") or "") or inventory
+    except (AuditError, OSError):
+        return None
+    return inventory
+
+
 def resolve_vm(home: Path, given: str | Sequence[str] | None, access: SiteAccess | None = None) -> list[str]:
     """The VictoriaMetrics replicas to read, in the order to try them: ``--vm`` (given more than
     once, or a comma-separated list as ``$VIGIL_VM_URL`` holds), else every host of the
@@ -93,13 +107,7 @@ def resolve_vm(home: Path, given: str | Sequence[str] | None, access: SiteAccess
     if urls:
         return urls
     how = "pass --vm URL (or set VIGIL_VM_URL)"
-    inventory: str | None = None
-    try:
-        for rec in AuditLog(home).records(action="deploy"):
-            if rec.get("outcome") == "ok" and not (rec.get("details") or {}).get("check"):
-                inventory = str(rec.get("object") or "") or inventory
-    except (AuditError, OSError):
-        inventory = None
+    inventory = last_deployed_inventory(home)
     if not inventory:
         raise ReportInputError("--vm", f"not given, and no successful deploy is recorded here; {how}")
     try:

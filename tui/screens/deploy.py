@@ -208,7 +208,10 @@ class DeployScreen(VigilScreen):
         yield RichLog(id="log", max_lines=2000, wrap=False, markup=False)
 
     def on_mount(self) -> None:
-        self.query_one("#inventory", Input).focus()
+        box = self.query_one("#inventory", Input)
+        if not box.value:  # the obvious one: the inventory of the last deploy that went through
+            box.value = ops.last_deployed_inventory(self.session.home) or ""
+        box.focus()
 
     @property
     def busy(self) -> bool:

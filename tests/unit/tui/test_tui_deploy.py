@@ -4,6 +4,7 @@ and a plan that fails, in the CLI's words and with the CLI's audit record."""
 from __future__ import annotations
 
 import queue
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -191,3 +192,35 @@ def test_a_plan_that_fails_says_why_and_is_recorded_as_the_cli_records_it(
         assert record[key] == cli_record[key], key
     assert record["details"]["argv"] == ["deploy", "--inventory", str(missing), "--trust", str(signed.trust)]
     assert not (signed.home / "runs").exists() or not any((signed.home / "runs").iterdir())
+
+
+def test_the_inventory_field_starts_at_the_last_deploys(tmp_path: Path) -> None:
+    """The Deploy screen's Inventory was empty even where one is the obvious one: it starts at the
+    inventory of the last deploy the audit log records as done (not a --check, not a failed one)."""
+    from vigil.installer import ops
+
+    home = tmp_path / "home"
+    for obj, outcome, check in (
+        ("/site/a", "ok", False),
+        ("/site/b", "ok", True),
+        ("/site/c", "failed", False),
+    ):
+        inv = ops.Invocation(home=home, argv=["deploy"], action="deploy")
+        try:
+            with ops.audited(inv):
+                inv.object = obj
+                inv.details["check"] = check
+                if outcome == "failed":
+                    raise ops.StackError(obj, "a failed deploy")
+        except ops.StackError:
+            pass
+    seen: dict[str, str] = {}
+
+    async def scenario(app: VigilApp, pilot: Pilot[None]) -> None:
+        await settle(app, pilot)
+        seen["inventory"] = app.screen.query_one("#inventory", Input).value
+
+    drive(home, scenario, start="deploy")
+    assert seen["inventory"] == "/site/a"
+    assert ops.last_deployed_inventory(home, ok_only=False) == "/site/c"
+    assert ops.last_deployed_inventory(tmp_path / "empty") is None
