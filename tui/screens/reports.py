@@ -157,7 +157,8 @@ class ReportsScreen(VigilScreen):
     def action_usage(self) -> None:
         period = self._value("period")
         if not period:
-            self._fail("FAIL: vigil report usage: give --period P, or both --from and --to")
+            # the console's words: it has a Period box, not the CLI's --from/--to
+            self._fail("FAIL: usage report: give the Period (YYYY-MM, YYYY-Qn or YYYY)")
             return
         account = self._value("account") or None
         vm, vm_argv = self._vm()
@@ -169,7 +170,7 @@ class ReportsScreen(VigilScreen):
     def action_energy(self) -> None:
         year, site = self._value("year"), self._value("site")
         if not year or not site:
-            self._fail("FAIL: vigil report energy: give --year YYYY and --site FILE")
+            self._fail("FAIL: energy report: give the Year (YYYY) and the Site file (site.yaml)")
             return
         strict = self.query_one("#strict", Checkbox).value
         vm, vm_argv = self._vm()

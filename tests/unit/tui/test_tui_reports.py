@@ -195,3 +195,25 @@ def test_an_unreachable_victoriametrics_in_the_cli_words(
         assert record[field] == cli_record[field], field
     assert record["details"]["argv"] == ["report", "usage", "--period", "2025-10"]  # type: ignore[index]
     assert not (home / "reports" / "objects").exists() or not any((home / "reports" / "objects").iterdir())
+
+
+def test_missing_fields_are_named_as_the_console_shows_them(home: Path) -> None:
+    """An empty Period was refused naming --from/--to, which the console does not offer."""
+    seen: dict[str, str] = {}
+
+    async def scenario(app: VigilApp, pilot: Pilot[None]) -> None:
+        await pilot.press("f8")
+        await settle(app, pilot)
+        await pilot.press("ctrl+g")
+        await settle(app, pilot)
+        seen["usage"] = result(app).text
+        await pilot.press("ctrl+n")
+        await settle(app, pilot)
+        seen["energy"] = result(app).text
+
+    drive(home, scenario)
+    assert seen == {
+        "usage": "FAIL: usage report: give the Period (YYYY-MM, YYYY-Qn or YYYY)",
+        "energy": "FAIL: energy report: give the Year (YYYY) and the Site file (site.yaml)",
+    }
+    assert not ReportStore(home).entries()
