@@ -33,7 +33,7 @@ class VigilApp(App[None]):
         ),
     ]
 
-    def __init__(self, session: Session, *, start: str = "import") -> None:
+    def __init__(self, session: Session, *, start: str = "overview") -> None:
         super().__init__()
         self.session = session
         self._start = start
@@ -97,7 +97,7 @@ def load_ansible() -> None:
     import ansible.utils.display  # noqa: F401 - imported for its side effect
 
 
-def make_app(home: Path, operator: str | None = None, *, start: str = "import") -> VigilApp:
+def make_app(home: Path, operator: str | None = None, *, start: str = "overview") -> VigilApp:
     """The app as ``vigil tui`` runs it (and as the tests drive it)."""
     load_ansible()
     return VigilApp(Session(home=home, operator=operator), start=start)

@@ -16,9 +16,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "tui",
         help="the operator's console in the terminal",
-        description="Open the operator's console: import (verify, inspect, import a bundle with live "
+        description="Open the operator's console, on Home (the site: trust root, bundles, the last deploy, "
+        "the audit trail's last verify; the cluster: panels and firing alerts): import (verify, inspect, "
+        "import a bundle with live "
         "progress), deploy (plan, confirm, follow the run host by host, cancel), audit (browse, verify, "
-        "checkpoint, export), the cluster overview (VictoriaMetrics panels, Alertmanager's firing alerts), "
+        "checkpoint, export), "
         "bundle (build a channel's signed bundle, split it), inventory (check it as deploy does, edit the "
         "shared variables, ping the hosts) and reports (generate, list, show, verify, export). Every "
         "action in it is the same operation as the command of the same name and leaves the same audit "
@@ -26,7 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "quits. `vigil` without arguments opens it too, on a terminal. Works at 80x24 without a mouse.",
     )
     p.add_argument(
-        "--screen", choices=SCREENS, default="import", help="the screen to open on (default %(default)s)"
+        "--screen",
+        choices=SCREENS,
+        default="overview",
+        help="the screen to open on (default %(default)s: Home, the site and the cluster at a glance)",
     )
     p.set_defaults(func=_tui, action="tui")
 

@@ -17,7 +17,7 @@ NAV: tuple[tuple[str, str], ...] = (
     ("import", "Import"),
     ("deploy", "Deploy"),
     ("audit", "Audit"),
-    ("overview", "Overview"),
+    ("overview", "Home"),
     ("bundle", "Bundle"),
     ("inventory", "Inventory"),
     ("reports", "Reports"),

@@ -20,7 +20,7 @@ same audit record as the command it names, and a refusal shows the same `FAIL:` 
 - **F2** Import: verify, inspect and import a bundle
 - **F3** Deploy: plan, confirm and run a deploy, live
 - **F4** Audit: browse and verify the audit log
-- **F5** Overview: the cluster panels and firing alerts
+- **F5** Home, where the console opens: the site (trust root, bundles, last deploy, audit) and the cluster
 - **F6** Bundle: build a channel's signed bundle (build host), split it for media
 - **F7** Inventory: check an inventory as deploy does; hosts, shared variables (editable), reachability
 - **F8** Reports: generate, list, show, verify and export the signed reports
@@ -45,11 +45,13 @@ and a start time (ISO 8601). **ctrl+r** reloads, **ctrl+y** verifies the chain a
 (and against the *Witness* files given: the log receiver's copy, comma-separated), **ctrl+t** signs
 a checkpoint now and sends it to syslog, **ctrl+o** exports log, checkpoints and key into *Out*.
 
-## Overview (F5)
-VictoriaMetrics' cluster panels (the Grafana overview's queries) and Alertmanager's firing alerts,
-every 5 seconds while shown; **ctrl+r** refreshes now. **enter** on an alert that names a job explains
-the job (`vigil explain job`): its GPUs, their errors, whether they were degrading, and the runbook;
-**escape** closes it.
+## Home (F5)
+Where the console opens. This host's state: the trust root installed, the bundles in the store, the
+last deploy, upgrade or rollback and how it ended, the audit trail's last verify (read when shown
+and on **ctrl+r**). Then the cluster: VictoriaMetrics' panels (the Grafana overview's queries) and
+Alertmanager's firing alerts by severity, every 5 seconds while shown; **ctrl+r** refreshes now.
+**enter** on an alert that names a job explains the job (`vigil explain job`): its GPUs, their
+errors, whether they were degrading, and the runbook; **escape** closes it.
 
 ## Bundle (F6)
 The channels of the catalogs (the packaged ones, or the *Catalogs* directory), and the highlighted

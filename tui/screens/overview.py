@@ -1,5 +1,7 @@
-"""Overview: the cluster at a glance — the Grafana overview's panels read from VictoriaMetrics, and
-the firing alerts from Alertmanager with job, user and account — refreshed every 5 seconds while shown.
+"""Home (the Overview screen, where the console opens): the site at a glance — this host's trust
+root, bundles, last change to the hosts and audit verify (read when the screen is shown and on
+ctrl+r) — then the cluster — the Grafana overview's panels read from VictoriaMetrics, and the firing
+alerts from Alertmanager with job, user and account, by severity — refreshed every 5 seconds while shown.
 Enter on an alert that names a job explains that job (`vigil explain job`, docs/incidents.md), an
 action of its own with its audit record.
 
@@ -107,12 +109,16 @@ def take_snapshot(
 
 class OverviewScreen(VigilScreen):
     MODE = "overview"
-    LABEL = "Overview"
-    HELP = "Cluster panels from VictoriaMetrics and firing alerts from Alertmanager"
+    LABEL = "Home"
+    HELP = "The site (trust root, bundles, last deploy, audit) and the cluster: panels and firing alerts"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(
-            "ctrl+r", "refresh", "Refresh", id="overview-refresh", tooltip="Read the panels and alerts now"
+            "ctrl+r",
+            "refresh_all",
+            "Refresh",
+            id="overview-refresh",
+            tooltip="Read the site's state, the panels and the alerts now",
         ),
     ]
 
@@ -120,6 +126,7 @@ class OverviewScreen(VigilScreen):
     OverviewScreen .row { height: 1; margin: 0 1; }
     OverviewScreen .row Label { width: 16; }
     OverviewScreen .row Input { width: 1fr; margin-right: 1; }
+    OverviewScreen #site { height: auto; max-height: 4; margin: 0 1; }
     OverviewScreen #replicas { height: auto; max-height: 6; margin: 0 1; }
     OverviewScreen #panels { height: 1; margin: 0 1; text-style: bold; }
     OverviewScreen #util-row { height: 3; margin: 0 1; }
@@ -152,6 +159,7 @@ class OverviewScreen(VigilScreen):
             yield Input(am_url, id="am", compact=True)
             yield Button("Refresh", id="refresh", compact=True)
         yield ResultLine(id="result")
+        yield Static("", id="site", markup=False)
         yield Static("", id="replicas", markup=False)
         yield Static("", id="panels", markup=False)
         with Horizontal(id="util-row"):
@@ -166,6 +174,7 @@ class OverviewScreen(VigilScreen):
         )
 
     def on_screen_resume(self) -> None:
+        self._read_site()
         self.action_refresh()
         self._timer = self.set_interval(INTERVAL, self.action_refresh)
 
@@ -203,6 +212,11 @@ class OverviewScreen(VigilScreen):
 
     @on(Input.Submitted)
     @on(Button.Pressed, "#refresh")
+    def action_refresh_all(self) -> None:
+        """ctrl+r: the site's state as well as the cluster (the timer reads the cluster only)."""
+        self._read_site()
+        self.action_refresh()
+
     def action_refresh(self) -> None:
         access, failure = self._access()
         for name, port in (("vm", VM_PORT), ("am", AM_PORT)):
@@ -216,6 +230,15 @@ class OverviewScreen(VigilScreen):
             access,
             failure,
         )
+
+    @work(thread=True, exclusive=True, group="overview-site", exit_on_error=False)
+    def _read_site(self) -> None:
+        lines = ops.site_summary(self.session.home)
+        to_ui(self.app, self._show_site, lines)
+
+    def _show_site(self, lines: list[str]) -> None:
+        # this host's state (paths, an inventory's name): plain text, one line each
+        self.query_one("#site", Static).update(Text("\n").join(plain(line) for line in lines))
 
     @work(thread=True, exclusive=True, group="overview", exit_on_error=False)
     def _fetch(self, vm_url: str, am_url: str, access: SiteAccess, failure: str | None) -> None:
@@ -238,6 +261,9 @@ class OverviewScreen(VigilScreen):
             sick = sum(1 for r in snap.replicas if not r.ok)
             attention = f"; {sick} replicas need attention" if sick else ""
             firing = f"{len(snap.alerts)} alert{'' if len(snap.alerts) == 1 else 's'} firing"
+            by = {s: sum(1 for a in snap.alerts if a.severity == s) for s in ("P0", "P1", "P2")}
+            if snap.alerts:
+                firing += " (" + ", ".join(f"{s} {n}" for s, n in by.items() if n) + ")"
             result.info(f"read at {time.strftime('%H:%M:%S')}; {firing}{attention}")
         # what each replica said of itself: data, shown as plain text
         # (each line made visible alone: a newline a replica sent stays \n, it starts no line)

@@ -122,7 +122,7 @@ def test_bare_vigil_opens_the_console_only_on_a_terminal(
     monkeypatch.setattr(cli, "on_terminal", lambda: True)
     monkeypatch.setenv("VIGIL_OPERATOR", "carol")
     assert cli.main([]) == 0
-    assert opened == [(tmp_path / "home", "carol", "import")]
+    assert opened == [(tmp_path / "home", "carol", "overview")]
 
 
 def vigil_imports(path: Path) -> set[str]:

@@ -23,6 +23,7 @@ from tui_helpers import drive, settle
 from tests.helpers.tls_site import make_site
 from vigil.installer import pki
 from vigil.installer.access import SiteAccess, site_access
+from vigil.installer.cli import build_parser
 from vigil.installer.pki import Issued
 from vigil.tui import VigilApp, overview
 from vigil.tui.screens import overview as screen
@@ -221,7 +222,7 @@ def test_the_screen_shows_panels_and_alerts(
 
     drive(tmp_path / "home", scenario, start="overview")
     assert seen["broken"] == [f"FAIL: {stub}/broken/api/v2/alerts: answer is not JSON"]
-    assert seen["result"].endswith("1 alert firing")
+    assert seen["result"].endswith("1 alert firing (P1 1)")
     assert seen["panels"].startswith("GPUs healthy 7   GPUs 8   GPU power 2.5 kW")
     assert seen["spark"] == [10.0, 40.0, 80.0, 55.0]
     vm_line, am_line = seen["replicas"].split("\n")
@@ -233,7 +234,7 @@ def test_the_screen_shows_panels_and_alerts(
     assert seen["alerts"] == [
         ["P1", "GpuTemperatureHigh", "gpu01:9400", "4242", "ada", "physics", "2026-12-01 03:00:00"]
     ]
-    assert not (tmp_path / "home" / "audit").exists()  # reading the cluster is not an audited action
+    assert not (tmp_path / "home" / "audit").exists()  # reading the cluster and the site is not audited
 
 
 def test_a_tls_site_is_read_with_its_ca_and_login(tls_stub: str, tls_home: Path) -> None:
@@ -394,3 +395,49 @@ def test_enter_on_an_alert_explains_its_job(
     ]
     records = (tmp_path / "home" / "audit").glob("*")
     assert any("explain.job" in p.read_text(errors="replace") for p in records if p.is_file())
+
+
+def test_home_says_the_sites_state_and_the_alerts_by_severity(
+    signed: Any, stub: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The console opens on Home: the trust root, the bundles, the last deploy and the audit trail's
+    last verify, read from this host; then the cluster's alerts counted by severity."""
+    from vigil.installer import ops
+    from vigil.installer.cli import main
+
+    monkeypatch.setenv("VIGIL_VM_URL", stub)
+    monkeypatch.setenv("VIGIL_ALERTMANAGER_URL", stub)
+    home = signed.home
+    before = ops.site_summary(home)
+    assert before[0].startswith("trust root: none usable (") and before[1] == "bundles: none imported"
+    assert before[2:] == ["last deploy: none recorded", "audit trail: never verified here (Audit, ctrl+y)"]
+    assert main(["trust", "install", str(signed.trust)]) == 0
+    assert main(["bundle", "import", str(signed.bundle)]) == 0
+    inv = ops.Invocation(home=home, argv=["deploy"], action="deploy")
+    with ops.audited(inv):
+        inv.object = "/site/lab\x1b[2J"  # a host's file name: shown as text
+        inv.details.update(bundle_version=3, check=False)
+    assert main(["audit", "verify"]) == 0
+    seen: dict[str, Any] = {}
+
+    async def scenario(app: VigilApp, pilot: Pilot[None]) -> None:
+        await settle(app, pilot)
+        seen["mode"] = app.current_mode
+        seen["site"] = str(app.screen.query_one("#site").render()).split("\n")
+        seen["result"] = app.screen.query_one("#result", ResultLine).text
+
+    drive(home, scenario, start="overview")
+    assert seen["mode"] == "overview"
+    # where `vigil tui` and the app open when not told
+    import inspect
+
+    from vigil.tui import make_app
+
+    assert inspect.signature(make_app).parameters["start"].default == "overview"
+    assert build_parser().parse_args(["tui"]).screen == "overview"
+    trust, bundles, last, audit = seen["site"]
+    assert trust.startswith("trust root v1: 1 of 1 key(s), ") and trust.endswith("trust/root.json"), trust
+    assert bundles == "bundles: v3 in the store; the last change ran v3"
+    assert last.startswith("last deploy: ok at ") and last.endswith(", inventory /site/lab\\x1b[2J"), last
+    assert audit.startswith("audit trail: last verified ") and audit.endswith(", ok, 3 records"), audit
+    assert seen["result"].endswith("1 alert firing (P1 1)")
