@@ -53,6 +53,24 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="how far back to look for the job (default 30, at most 400)",
     )
     job.set_defaults(func=job_handler, action="explain.job")
+    gpu = esub.add_parser(
+        "gpu",
+        parents=[json_option("whole history")],
+        help="one GPU's history: the jobs on it, its errors and alerts, and a verdict",
+        description="GPU NODE:INDEX (gpu01:3) over the last days: the jobs that ran on it with their "
+        "users and accounts, its XIDs, ECC errors and row remapping on its own series whatever ran, the "
+        "alerts that fired on it or its node, and a verdict. Exit status 0 whatever the verdict.",
+    )
+    gpu.add_argument(
+        "target", metavar="NODE:INDEX", help="the node (the inventory's host name) and the GPU's index"
+    )
+    gpu.add_argument(
+        "--vm", metavar="URL", action="append", help="VictoriaMetrics to read, as for `vigil explain job`"
+    )
+    gpu.add_argument(
+        "--days", type=int, default=7, metavar="N", help="how many days back (default 7, at most 400)"
+    )
+    gpu.set_defaults(func=gpu_handler, action="explain.gpu")
 
 
 def job_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
@@ -61,4 +79,13 @@ def job_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
         emit_json(doc)
     else:
         say(*ops.explain_lines(doc))
+    return 0
+
+
+def gpu_handler(args: argparse.Namespace, inv: ops.Invocation) -> int:
+    doc = ops.explain_gpu_op(inv, args.target, vm=args.vm, days=args.days)
+    if args.json:
+        emit_json(doc)
+    else:
+        say(*ops.explain_gpu_lines(doc))
     return 0

@@ -30,7 +30,7 @@ from vigil.installer.ops.bundle import (
     verify_bundle,
 )
 from vigil.installer.ops.deploy import deploy_failure, finish_deploy, plan_deploy, start_deploy
-from vigil.installer.ops.explain import explain_job_op, explain_lines
+from vigil.installer.ops.explain import explain_gpu_lines, explain_gpu_op, explain_job_op, explain_lines
 from vigil.installer.ops.home import site_summary
 from vigil.installer.ops.inventory import (
     InventoryCheck,
@@ -94,6 +94,8 @@ from vigil.installer.stack import (
 from vigil.installer.stack_health import ReplicaHealth
 
 __all__ = [
+    "explain_gpu_lines",
+    "explain_gpu_op",
     "site_summary",
     "last_deployed_inventory",
     "explain_job_op",

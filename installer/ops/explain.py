@@ -9,7 +9,13 @@ from typing import Any
 
 from vigil.installer.ops._invocation import Invocation
 from vigil.installer.ops.report import victoriametrics
-from vigil.installer.reports.explain import DEFAULT_LOOKBACK_DAYS, ExplainError, explain_job
+from vigil.installer.reports.explain import (
+    BEFORE_DAYS,
+    DEFAULT_LOOKBACK_DAYS,
+    ExplainError,
+    explain_gpu,
+    explain_job,
+)
 from vigil.installer.reports.metered import load_sacct
 
 
@@ -92,5 +98,52 @@ def explain_lines(doc: dict[str, Any]) -> list[str]:
         out += [f"RUNBOOK: {r}" for r in doc["runbooks"]]
     else:
         out.append("VERDICT: nothing on its GPUs points at the hardware")
+    out.append(f"  ({doc['source']['seconds']:g} s, from {doc['source']['victoriametrics']})")
+    return out
+
+
+def explain_gpu_op(
+    inv: Invocation,
+    target: str,
+    *,
+    vm: str | Sequence[str] | None = None,
+    days: int = BEFORE_DAYS,
+    now: float | None = None,
+) -> dict[str, Any]:
+    """GPU ``NODE:INDEX``'s document: the jobs on it, its errors and alerts over ``days``, a verdict."""
+    inv.object = f"gpu {target}"
+    if not 1 <= days <= 400:
+        raise ExplainError("--days", f"{days}: give 1 to 400 days")
+    started = time.monotonic()
+    doc = explain_gpu(
+        victoriametrics(inv.home, vm), target, now=time.time() if now is None else now, days=days
+    )
+    doc["source"]["seconds"] = round(time.monotonic() - started, 3)
+    inv.details.update(jobs=doc["jobs_total"], verdicts=len(doc["verdicts"]))
+    return doc
+
+
+def explain_gpu_lines(doc: dict[str, Any]) -> list[str]:
+    """A GPU's history as lines of text (each the store's data, shown as for :func:`explain_lines`)."""
+    out = [f"GPU {doc['gpu']} over the last {doc['days']} days: {doc['jobs_total']} job(s)"]
+    for g in doc["entities"]:
+        mig = f" (MIG {g['profile'] or g['gpu_instance']})" if g["gpu_instance"] else ""
+        parts = [f"ECC {g['ecc_single_bit']} single-bit, {g['ecc_double_bit']} double-bit"]
+        if g["row_remap_failure"]:
+            parts.append("row remap FAILED")
+        parts += [f"XID {x['code']} at {x['at']} ({x['meaning']})" for x in g["xids"]]
+        parts += [f"{a['alert']} ({a['severity']}) at {a['first_fired']}" for a in g["alerts"]]
+        out.append(f"  {g['uuid'] or 'no UUID'} {g['model']}{mig}: " + "; ".join(parts))
+    for j in doc["jobs"]:
+        out.append(
+            f"  job {j['job']}: {j['first']} to {j['last']}, "
+            f"user {j['user'] or '?'}, account {j['account'] or '?'}"
+        )
+    if doc["jobs_total"] > len(doc["jobs"]):
+        out.append(f"  … and {doc['jobs_total'] - len(doc['jobs'])} older job(s)")
+    out += [f"VERDICT: {v}" for v in doc["verdicts"]] or [
+        "VERDICT: nothing in its history points at the hardware"
+    ]
+    out += [f"RUNBOOK: {r}" for r in doc["runbooks"]]
     out.append(f"  ({doc['source']['seconds']:g} s, from {doc['source']['victoriametrics']})")
     return out

@@ -223,18 +223,19 @@ def _throttle(values: Iterable[float]) -> list[str]:
 def find_job(vm: VictoriaMetrics, job: str, now: float, lookback_days: int) -> dict[str, GpuFacts]:
     """The GPUs whose DCGM series carried ``hpc_job`` ``job`` in the lookback, with their first and
     last sample; ExplainError when there are none."""
-    r = _Reader(vm)
-    sel = f"{_PRESENT},hpc_job={quote(job)}"
-    window = f"{lookback_days}d"
+    gpus = _seen(vm, f"{_PRESENT},hpc_job={quote(job)}", f"{lookback_days}d", now)
+    if not gpus:
+        raise ExplainError(f"job {job}", f"no GPU sample carries it in the last {lookback_days} days")
+    return {":".join(g.key): g for g in gpus}
+
+
+def _seen(vm: VictoriaMetrics, sel: str, window: str, now: float) -> list[GpuFacts]:
+    """Each GPU entity with a series matching SEL in the window: its names, first and last sample."""
     by = f"{_GPU}, {', '.join(DETAIL)}"
-    first = r.vm.query(f"min by ({by}) (tfirst_over_time({{{sel}}}[{window}]))", int(now))
-    last = r.per_gpu(f"max by ({_GPU}) (tlast_over_time({{{sel}}}[{window}]))", now)
-    gpus: dict[str, GpuFacts] = {}
-    for labels, value in first:
-        key = _key(labels)
-        if key not in last:
-            continue
-        facts = GpuFacts(
+    first = vm.query(f"min by ({by}) (tfirst_over_time({{{sel}}}[{window}]))", int(now))
+    last = _Reader(vm).per_gpu(f"max by ({_GPU}) (tlast_over_time({{{sel}}}[{window}]))", now)
+    return [
+        GpuFacts(
             instance=key[0],
             gpu=key[1],
             gpu_instance=key[2],
@@ -244,10 +245,9 @@ def find_job(vm: VictoriaMetrics, job: str, now: float, lookback_days: int) -> d
             first=value,
             last=last[key][1],
         )
-        gpus[":".join(key)] = facts
-    if not gpus:
-        raise ExplainError(f"job {job}", f"no GPU sample carries it in the last {lookback_days} days")
-    return gpus
+        for labels, value in first
+        if (key := _key(labels)) in last
+    ]
 
 
 def _during(r: _Reader, job: str, gpus: Sequence[GpuFacts], first: float, last: float, now: float) -> None:
@@ -276,14 +276,7 @@ def _during(r: _Reader, job: str, gpus: Sequence[GpuFacts], first: float, last: 
         for g, v in each(_increase(name, sel, window)):
             g.nvlink_crc += int(v)
     # sticky fields read as points: the XID that appeared, when; the throttle reasons seen
-    for labels, points in r.range(f"max by ({_GPU}) (DCGM_FI_DEV_XID_ERRORS{{{sel}}})", first - 60, last):
-        found = wanted.get(_key(labels))
-        if found is not None:
-            for t, code in _changes(points):
-                x = describe(code)
-                found.xids.append(
-                    {"code": code, "at": t, "meaning": x.meaning, "kind": x.kind, "source": x.source}
-                )
+    _xids(r, sel, wanted, first - 60, last)
     for labels, points in r.range(f"max by ({_GPU}) (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{{sel}}})", first, last):
         found = wanted.get(_key(labels))
         if found is not None:
@@ -296,10 +289,14 @@ def _during(r: _Reader, job: str, gpus: Sequence[GpuFacts], first: float, last: 
             found.throttle = _throttle(v for _, v in points)
     # the alerts that fired on these GPUs (or their nodes) from the job's start to a while after its
     # end (an alert fires its `for:` after its cause)
+    _alerts(r, gpus, first, min(now, last + 900))
+
+
+def _alerts(r: _Reader, gpus: Sequence[GpuFacts], start: float, end: float) -> None:
+    """vmalert's ALERTS that fired from START to END on these GPUs, or on their nodes (no ``gpu``)."""
     nodes = sorted({g.instance for g in gpus})
     node_re = "|".join(_regex_quote(n) for n in nodes)
-    end = min(now, last + 900)
-    alert_window = _window(end - first)
+    alert_window = _window(end - start)
     match = f'alertstate="firing",instance=~{quote(node_re)}'
     by = "alertname, severity, instance, gpu"
     fired = r.vm.query(f"min by ({by}) (tfirst_over_time(ALERTS{{{match}}}[{alert_window}]))", int(end))
@@ -316,6 +313,20 @@ def _during(r: _Reader, job: str, gpus: Sequence[GpuFacts], first: float, last: 
                 )
     for g in gpus:
         g.alerts.sort(key=lambda a: (a["severity"], a["first_fired"], a["alert"]))
+
+
+def _xids(
+    r: _Reader, sel: str, wanted: dict[tuple[str, str, str], GpuFacts], start: float, end: float
+) -> None:
+    """The XIDs that appeared on the series SEL selects from START to END, each with its meaning."""
+    for labels, points in r.range(f"max by ({_GPU}) (DCGM_FI_DEV_XID_ERRORS{{{sel}}})", start, end):
+        found = wanted.get(_key(labels))
+        if found is not None:
+            for t, code in _changes(points):
+                x = describe(code)
+                found.xids.append(
+                    {"code": code, "at": t, "meaning": x.meaning, "kind": x.kind, "source": x.source}
+                )
 
 
 def _regex_quote(text: str) -> str:
@@ -379,7 +390,9 @@ def _clock(t: float) -> str:
     return iso(int(t)).replace("T", " ").removesuffix("Z") + " UTC"
 
 
-def _verdict(g: GpuFacts) -> None:
+def _verdict(g: GpuFacts, window_words: str | None = None) -> None:
+    """The GPU's verdict and runbook; ``window_words`` ("in the last 7 days") for a GPU's own history
+    rather than a job's."""
     said: list[str] = []
     runbook = ""
     faults = [x for x in g.xids if x["kind"] in GPU_FAULT]
@@ -395,10 +408,12 @@ def _verdict(g: GpuFacts) -> None:
         runbook = runbook or "docs/runbooks/GpuXidHardwareError.md"
     if g.sbe_rising_since is not None and (g.sbe or g.sbe_before):
         how = "rising" if g.sbe_growing else "counted"
-        said.append(
-            f"single-bit ECC errors {how} since {_clock(g.sbe_rising_since)} ({g.sbe_before} in the "
-            f"{BEFORE_DAYS} days before the job, {g.sbe} during it)"
+        counts = (
+            f"{g.sbe} {window_words}"
+            if window_words
+            else f"{g.sbe_before} in the {BEFORE_DAYS} days before the job, {g.sbe} during it"
         )
+        said.append(f"single-bit ECC errors {how} since {_clock(g.sbe_rising_since)} ({counts})")
         runbook = runbook or "docs/runbooks/GpuEccSingleBitRateHigh.md"
     hot = [t for t in g.throttle if t in THROTTLE_FAULTS]
     if hot:
@@ -406,8 +421,10 @@ def _verdict(g: GpuFacts) -> None:
         runbook = runbook or "docs/runbooks/GpuClocksThrottled.md"
     if g.earlier_jobs_hit:
         n = len(g.earlier_jobs_hit)
+        when = window_words or f"in the {BEFORE_DAYS} days before"
         said.append(
-            f"{n} earlier job{'s' if n > 1 else ''} hit by GPU errors on it in the {BEFORE_DAYS} days before "
+            f"{n} {'' if window_words else 'earlier '}job{'s' if n > 1 else ''} hit by GPU errors on it "
+            f"{when} "
             f"({', '.join(g.earlier_jobs_hit[:5])}{', …' if n > 5 else ''})"
         )
     earlier_faults = [x for x in g.earlier_xids if x["kind"] in GPU_FAULT]
@@ -523,3 +540,104 @@ def _state(
             f"its GPUs' series ended {int(last - min(faults))} s after the first GPU fault on them",
         )
     return "ENDED (Slurm's accounting not given)", False, None
+
+
+#: the most jobs a GPU's history lists (the newest first)
+MAX_JOBS = 50
+
+
+def _ident(text: str, what: str) -> str:
+    if not text or len(text) > 64 or not all(c.isalnum() or c in "._-" for c in text):
+        raise ExplainError(f"GPU {text[:64]!r}", f"not a {what} (letters, digits, . _ -)")
+    return text
+
+
+def explain_gpu(vm: VictoriaMetrics, target: str, *, now: float, days: int = BEFORE_DAYS) -> dict[str, Any]:
+    """GPU ``NODE:INDEX``'s history over the last ``days`` (``kind: gpu``): the jobs that ran on it
+    with their users and accounts, its errors (XIDs, ECC, row remapping) on its own series whatever
+    ran, the alerts that fired on it or its node, and a verdict."""
+    node, sep, index = target.partition(":")
+    if not sep:
+        raise ExplainError(f"GPU {target[:64]!r}", "give it as NODE:INDEX (gpu01:3)")
+    node, index = _ident(node, "node name"), _ident(index, "GPU index")
+    r = _Reader(vm)
+    sel = f"instance={quote(node)},gpu={quote(index)}"
+    window = f"{days}d"
+    start = now - days * 86400
+    gpus = _seen(vm, f"{_PRESENT},{sel}", window, now)
+    if not gpus:
+        raise ExplainError(f"GPU {node}:{index}", f"no sample of it in the last {days} days")
+    gpus.sort(key=lambda g: _num(g.gpu_instance))
+    wanted = {g.key: g for g in gpus}
+    for metric in ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"):
+        for labels, points in r.range(f"max by ({_GPU}) ({metric}{{{sel}}})", start, now):
+            g = wanted.get(_key(labels))
+            if g is None:
+                continue
+            total, since, growing = _rise(points)
+            if "SBE" in metric:
+                g.sbe, g.sbe_rising_since, g.sbe_growing = total, since, growing
+            else:
+                g.dbe, g.dbe_at = total, since
+    _xids(r, sel, wanted, start, now)
+    for key, (_, value) in r.per_gpu(
+        f"max by ({_GPU}) (max_over_time(DCGM_FI_DEV_ROW_REMAP_FAILURE{{{sel}}}[{window}]))", now
+    ).items():
+        if key in wanted:
+            wanted[key].row_remap_failure = value > 0
+    for labels, points in r.range(
+        f"max by ({_GPU}) (DCGM_FI_DEV_CLOCK_THROTTLE_REASONS{{{sel}}})", start, now
+    ):
+        g = wanted.get(_key(labels))
+        if g is not None:
+            g.throttle = _throttle(v for _, v in points)
+    _alerts(r, gpus, start, now)
+    # the jobs on it, and those whose own series saw a double-bit error or an XID appear
+    job_sel = f'{_PRESENT},{sel},hpc_job!=""'
+    began = vm.query(f"min by (hpc_job) (tfirst_over_time({{{job_sel}}}[{window}]))", int(now))
+    ended = {
+        j.get("hpc_job", ""): t
+        for j, t in vm.query(f"max by (hpc_job) (tlast_over_time({{{job_sel}}}[{window}]))", int(now))
+    }
+    info = f"slurm_job_info{{instance={quote(node)}}}[{window}]"
+    who = {
+        labels.get("hpc_job", ""): labels
+        for labels, _ in vm.query(f"max by (hpc_job, user, account) (last_over_time({info}))", int(now))
+    }
+    for metric in ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_XID_ERRORS"):
+        series = f'{metric}{{{sel},hpc_job!=""}}[{window}]'
+        expr = f"max by ({_GPU}, hpc_job) (max_over_time({series}) - min_over_time({series})) > 0"
+        for labels, _ in vm.query(expr, int(now)):
+            g = wanted.get(_key(labels))
+            job_id = labels.get("hpc_job", "")
+            if g is not None and job_id and job_id not in g.earlier_jobs_hit:
+                g.earlier_jobs_hit.append(job_id)
+    words = f"in the last {days} days"
+    for g in gpus:
+        g.earlier_jobs_hit.sort(key=lambda j: (len(j), j))
+        _verdict(g, words)
+    jobs = sorted(
+        (
+            {
+                "job": labels.get("hpc_job", ""),
+                "user": who.get(labels.get("hpc_job", ""), {}).get("user"),
+                "account": who.get(labels.get("hpc_job", ""), {}).get("account"),
+                "first": iso(int(t)),
+                "last": iso(int(ended.get(labels.get("hpc_job", ""), t))),
+            }
+            for labels, t in began
+        ),
+        key=lambda j: str(j["first"]),
+        reverse=True,
+    )
+    return {
+        "kind": "gpu",
+        "gpu": f"{node}:{index}",
+        "days": days,
+        "jobs": jobs[:MAX_JOBS],
+        "jobs_total": len(jobs),
+        "entities": [g.doc() for g in gpus],
+        "verdicts": [g.verdict for g in gpus if g.verdict],
+        "runbooks": [g.runbook for g in gpus if g.runbook],
+        "source": {"victoriametrics": vm.source, "days": days},
+    }

@@ -22,7 +22,7 @@ import pytest
 from tests.helpers.cli import run_vigil, vigil_env
 from tests.integration.test_reports import VM
 from vigil.installer.reports import VictoriaMetrics
-from vigil.installer.reports.explain import ExplainError, explain_job
+from vigil.installer.reports.explain import ExplainError, explain_gpu, explain_job
 
 pytestmark = pytest.mark.integration
 
@@ -229,3 +229,31 @@ def test_the_cli_shows_a_hostile_account_as_text(vm: VictoriaMetrics, tmp_path: 
     assert "\x1b" not in res.stdout and "\u202e" not in res.stdout
     assert "account chem\\x1b[2J\\u202eistry" in res.stdout, res.stdout
     assert json.loads(run_vigil(*args, "--json", env=env, timeout=120).stdout)["account"] == [HOSTILE]
+
+
+def test_a_gpus_history_its_jobs_errors_alerts_and_verdict(vm: VictoriaMetrics) -> None:
+    """`vigil explain gpu gpu01:3` over the 8 days before the incident's end: jobs 4100 and 4242 with
+    their teams, XID 13 then 48, the double-bit error, the single-bit rise, the two alerts."""
+    doc = explain_gpu(vm, "gpu01:3", now=END + 600, days=8)
+    assert [(j["job"], j["user"], j["account"]) for j in doc["jobs"]] == [
+        ("4242", "alice", "physics"),
+        ("4100", "bob", HOSTILE),
+    ]
+    (g,) = doc["entities"]
+    assert [x["code"] for x in g["xids"]] == [13, 48]
+    assert g["ecc_double_bit"] == 1 and g["ecc_single_bit"] == sbe(END)
+    assert {a["alert"] for a in g["alerts"]} == {"GpuEccDoubleBitError", "GpuXidHardwareError"}
+    assert g["before"]["earlier_jobs_hit_by_gpu_errors"] == ["4100", "4242"]
+    (verdict,) = doc["verdicts"]
+    assert verdict.startswith("GPU 3 on gpu01: 1 uncorrectable (double-bit) ECC error"), verdict
+    assert (
+        f"({int(sbe(END))} in the last 8 days)" in verdict
+        and "2 jobs hit by GPU errors on it in the last 8 days" in verdict
+    )
+    healthy = explain_gpu(vm, "gpu01:0", now=END + 600, days=8)
+    assert healthy["verdicts"] == [] and [j["job"] for j in healthy["jobs"]] == ["4242"]
+    with pytest.raises(ExplainError, match="no sample of it in the last 8 days"):
+        explain_gpu(vm, "gpu01:7", now=END + 600, days=8)
+    for bad in ("gpu01", 'gpu01:3"} or vector(1)', ":3", "gpu01:"):
+        with pytest.raises(ExplainError):
+            explain_gpu(vm, bad, now=END + 600)

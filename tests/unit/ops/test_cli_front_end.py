@@ -34,6 +34,7 @@ JSON = {
     "pki issue",
     "pki status",
     "explain job",
+    "explain gpu",
 }
 #: subcommands that verify against a trust root; each must take --trust
 TRUST = {
