@@ -137,11 +137,23 @@ def test_reachability_only_on_request(tmp_path: Path) -> None:
     assert [p.name.endswith("-preflight") for p in (home / "runs").iterdir()] == [True]
 
 
+async def open_editor(app: VigilApp, pilot: Pilot[None], inventory: Path) -> tuple[Any, Any]:
+    """The Inventory screen on INVENTORY, its shared-variables editor opened (ctrl+g): the editor
+    and its text area."""
+    from textual.widgets import TextArea
+
+    await pilot.press("f7")
+    await settle(app, pilot)
+    app.screen.query_one("#inventory", Input).value = str(inventory)
+    await pilot.press("ctrl+g")
+    await pilot.pause()
+    editor = app.screen
+    return editor, editor.query_one("#vars-text", TextArea)
+
+
 def test_shared_variables_are_edited_in_place_and_a_bad_edit_keeps_the_file(tmp_path: Path) -> None:
     """ctrl+g opens group_vars/all.yml; text that is not a mapping is refused in the CLI's words with
     the file untouched and the editor still open; a good edit is written and the check runs again."""
-    from textual.widgets import TextArea
-
     inventory = make_inventory(tmp_path / "site")
     all_yml = inventory / "group_vars" / "all.yml"
     original = all_yml.read_text()
@@ -149,13 +161,7 @@ def test_shared_variables_are_edited_in_place_and_a_bad_edit_keeps_the_file(tmp_
     seen: dict[str, Any] = {}
 
     async def scenario(app: VigilApp, pilot: Pilot[None]) -> None:
-        await pilot.press("f7")
-        await settle(app, pilot)
-        app.screen.query_one("#inventory", Input).value = str(inventory)
-        await pilot.press("ctrl+g")
-        await pilot.pause()
-        editor = app.screen
-        area = editor.query_one("#vars-text", TextArea)
+        editor, area = await open_editor(app, pilot, inventory)
         seen["opened"] = area.text
         area.text = "- not\n- a mapping\n"
         await pilot.press("ctrl+s")
@@ -185,21 +191,13 @@ def test_shared_variables_are_edited_in_place_and_a_bad_edit_keeps_the_file(tmp_
 def test_one_escape_leaves_the_editor_unsaved(tmp_path: Path) -> None:
     """The footer says "esc Leave unsaved": one press, with the cursor in the text, leaves it, and the
     file is as it was (the text area took the first escape for itself before)."""
-    from textual.widgets import TextArea
-
     inventory = make_inventory(tmp_path / "site")
     all_yml = inventory / "group_vars" / "all.yml"
     original = all_yml.read_text()
     seen: dict[str, Any] = {}
 
     async def scenario(app: VigilApp, pilot: Pilot[None]) -> None:
-        await pilot.press("f7")
-        await settle(app, pilot)
-        app.screen.query_one("#inventory", Input).value = str(inventory)
-        await pilot.press("ctrl+g")
-        await pilot.pause()
-        editor = app.screen
-        area = editor.query_one("#vars-text", TextArea)
+        editor, area = await open_editor(app, pilot, inventory)
         seen["focused"] = app.focused is area
         await pilot.press("x")
         await pilot.press("escape")
