@@ -130,6 +130,11 @@ def job_gpus(matcher: str) -> str:
     return f"sum by (hpc_job, {WHO}, modelName) (({share(matcher)}))"
 
 
+def gpus_by(by: str, matcher: str) -> str:
+    """GPU-equivalents held now, summed by BY (``account``; :data:`BY` for the reports' breakdowns)."""
+    return f"sum by ({by}) (({share(matcher)}))"
+
+
 #: the field saying whether a GPU (or a MIG instance) was busy: DCGM_FI_PROF_GR_ENGINE_ACTIVE (the
 #: ratio of time the graphics engine was active; dcgm-exporter gives it for a whole GPU and for each
 #: MIG instance) and, for a GPU without it (no profiling metrics), DCGM_FI_DEV_GPU_UTIL in % (which
@@ -166,6 +171,11 @@ def job_energy_1m(matcher: str) -> str:
     return _job_series_energy(f"hpc_job, {WHO}, modelName", matcher)
 
 
+def energy_1m_by(by: str, matcher: str) -> str:
+    """The same joules of the last minute, summed by BY."""
+    return _job_series_energy(by, matcher)
+
+
 def gpu_energy_1m() -> str:
     """Joules each GPU used in the last minute, from its counter read once however many series repeat
     it (a MIG instance each, a job each): the newest sample of any, minute to minute (a reset: 0)."""
@@ -193,6 +203,46 @@ def unallocated_gpus() -> str:
     """The parts of the GPUs scraped now that no job is charged for."""
     held = f"sum by (instance, gpu) (({share('')}))"
     return f"sum(clamp_min(1 - ({held} or group by (instance, gpu) ({PRESENT}) * 0), 0))"
+
+
+#: an hourly rule's window: 60 points of a 1m subquery, whether the store's range is closed
+#: (Prometheus 2.x) or half-open (VictoriaMetrics)
+HOUR_WINDOW = "59m30s"
+
+
+def minutes(expr: str, window: str) -> str:
+    """EXPR evaluated once a minute over WINDOW and summed: a subquery at a 1m step, the rules' and the
+    reports' tiling of time."""
+    return f"sum_over_time(({expr})[{window}:1m])"
+
+
+def accounting_rules() -> dict[str, str]:
+    """The ``vigil_accounting`` group's rules, in order (roles/vmalert/files/rules/vigil-accounting.yml
+    must give them as this text: tests/unit/rules/test_recording_rules.py).
+
+    Every rule reads raw series only, never another rule of its group: vmalert writes a rule's result
+    asynchronously, so a rule reading one recorded at the same evaluation finds the minute before (or
+    nothing), and an hour ending at t would cover (t - 1h - 1m, t - 1m] while the reports join raw
+    series to it from t (vmalert's documentation, "Limitations": do not chain recording rules in a
+    group). The hourly rules are the reports' raw expressions over :data:`HOUR_WINDOW`."""
+    h = HOUR_WINDOW
+    return {
+        "job:gpus_allocated:count": job_gpus(""),
+        "job:gpu_hours:sum1h": f"{minutes(job_gpus(''), h)} / 60",
+        "job:gpu_energy_joules:increase1h": minutes(job_energy_1m(""), h),
+        "account:gpu_hours:sum1h": f"{minutes(gpus_by('account', ''), h)} / 60",
+        "account:gpu_energy_joules:increase1h": minutes(energy_1m_by("account", ""), h),
+        "account_user:gpu_hours:sum1h": f"{minutes(gpus_by(BY, ''), h)} / 60",
+        "account_user:gpu_energy_joules:increase1h": minutes(energy_1m_by(BY, ""), h),
+        "account_user:gpus_active:count": active_gpus(""),
+        "account_user:gpu_active_hours:sum1h": f"{minutes(active_gpus(''), h)} / 60",
+        "cluster:gpus_scraped:count": cluster_gpus(),
+        "cluster:gpus_unallocated:sum": unallocated_gpus(),
+        "cluster:gpu_hours:sum1h": f"{minutes(cluster_gpus(), h)} / 60",
+        "cluster:gpu_unallocated_hours:sum1h": f"{minutes(unallocated_gpus(), h)} / 60",
+        "cluster:gpu_unallocated_energy_joules:increase1h": minutes(unallocated_energy_1m(), h),
+        "cluster:gpu_energy_joules:increase1h": minutes(cluster_energy_1m(), h),
+    }
 
 
 def recorded_queries(window: int, matcher: str) -> dict[str, str]:
@@ -226,23 +276,19 @@ def raw_queries(window: int, matcher: str) -> dict[str, str]:
     them)."""
     w = f"{window}s"
     info = _info(f"{window + HOUR}s", matcher)
-
-    def minutes(expr: str) -> str:
-        return f"sum_over_time(({expr})[{w}:1m])"
-
     return {
-        "gpu_hours": f"sum by ({BY}) ({minutes(job_gpus(matcher))}) / 60",
-        "joules": f"sum by ({BY}) ({minutes(job_energy_1m(matcher))})",
-        "active_hours": f"sum by ({BY}) ({minutes(active_gpus(matcher))}) / 60",
+        "gpu_hours": f"{minutes(gpus_by(BY, matcher), w)} / 60",
+        "joules": minutes(energy_1m_by(BY, matcher), w),
+        "active_hours": f"{minutes(active_gpus(matcher), w)} / 60",
         "jobs": "group by (account, user, partition, hpc_job) ("
         f"max by (instance, hpc_job) (count_over_time({PRESENT_JOB}[{w}]))"
         f" * on (instance, hpc_job) group_left ({WHO}) {info})",
-        "cluster_joules": minutes(cluster_energy_1m()),
-        "unallocated_joules": minutes(unallocated_energy_1m()),
-        "cluster_gpu_hours": f"{minutes(cluster_gpus())} / 60",
-        "unallocated_gpu_hours": f"{minutes(unallocated_gpus())} / 60",
-        "charged_gpu_hours": f"sum({minutes(job_gpus(''))}) / 60",
-        "charged_joules": f"sum({minutes(job_energy_1m(''))})",
+        "cluster_joules": minutes(cluster_energy_1m(), w),
+        "unallocated_joules": minutes(unallocated_energy_1m(), w),
+        "cluster_gpu_hours": f"{minutes(cluster_gpus(), w)} / 60",
+        "unallocated_gpu_hours": f"{minutes(unallocated_gpus(), w)} / 60",
+        "charged_gpu_hours": f"sum({minutes(gpus_by(BY, ''), w)}) / 60",
+        "charged_joules": f"sum({minutes(energy_1m_by(BY, ''), w)})",
     }
 
 

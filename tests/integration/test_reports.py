@@ -36,6 +36,8 @@ from typing import Any
 import pytest
 import yaml
 
+from vigil.installer.reports import usage
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -759,6 +761,11 @@ def live_lines(job: str, start: int, end: int) -> Iterator[dict[str, Any]]:
             "values": [1e9 + (t - start) * BUSY_W * 1000 for t in times],
             "timestamps": stamps,
         }
+        yield {
+            "metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", **labels},
+            "values": [97.0] * len(times),
+            "timestamps": stamps,
+        }
     yield {
         "metric": {
             "__name__": "slurm_job_info",
@@ -779,7 +786,12 @@ def test_live_vmalert_records_each_hour_over_exactly_the_hour_before_its_timesta
     so a recorded sample at t must cover (t - 1h, t]. Evaluating live (not replaying), vmalert asks for
     the evaluation's whole minute, but VictoriaMetrics moves a query within its latency offset (30 s)
     of now back to now - 30 s unless the group's params say nocache=1: the sample would then end up to
-    30 s early, by how late in the minute the group runs. With the role's params it may not."""
+    30 s early, by how late in the minute the group runs. With the role's params it may not.
+
+    And every hourly series a report reads must be its raw expression over that hour, evaluated live:
+    vmalert writes a rule's result asynchronously, so a rule reading another rule of its group at the
+    same evaluation sees the minute before (or nothing) - an hour ending at t then covered
+    (t - 1h - 1m, t - 1m] and a job straddling t lost its last minute before t in a report."""
     vmalert = components / "victoria-metrics" / "bin" / "vmalert"
     assert vmalert.is_file(), f"{vmalert}: the debian bundle ships vmalert with VictoriaMetrics"
     vm = VM(vm_binary, tmp_path / "live")
@@ -804,30 +816,51 @@ def test_live_vmalert_records_each_hour_over_exactly_the_hour_before_its_timesta
             stderr=subprocess.STDOUT,
         )
 
-        def recorded() -> list[tuple[int, float]]:
+        def recorded(
+            selector: str = 'job:gpu_energy_joules:increase1h{hpc_job="7001"}',
+        ) -> list[tuple[int, float]]:
             http(f"{vm.url}/internal/force_flush", timeout=60)
-            url = f"{vm.url}/api/v1/export?" + urllib.parse.urlencode(
-                {"match[]": 'job:gpu_energy_joules:increase1h{hpc_job="7001"}'}
-            )
+            url = f"{vm.url}/api/v1/export?" + urllib.parse.urlencode({"match[]": selector})
             out = []
             for line in http(url, timeout=60).decode().splitlines():
                 doc = json.loads(line)
                 out += list(zip(doc["timestamps"], doc["values"], strict=True))
-            return out
+            return sorted(out)
 
-        deadline = time.monotonic() + 150  # the group's first run comes within a minute of start
+        # the group's first run comes within a minute of start; two runs, so that the second one's
+        # rules would find the first one's samples if they read them
+        deadline = time.monotonic() + 210
         samples: list[tuple[int, float]] = []
-        while not samples:
+        while len(samples) < 2:
             assert proc.poll() is None, log.read_text()[-2000:]
-            assert time.monotonic() < deadline, f"vmalert recorded nothing: {log.read_text()[-2000:]}"
+            assert time.monotonic() < deadline, f"vmalert recorded {samples}: {log.read_text()[-2000:]}"
             time.sleep(2)
             samples = recorded()
 
-        def raw(at: float) -> float:
-            q = 'sum(increase(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{hpc_job="7001"}[1h])) / 1000'
-            url = f"{vm.url}/api/v1/query?" + urllib.parse.urlencode({"query": q, "time": at, "nocache": 1})
+        def at(q: str, t: float) -> float:
+            url = f"{vm.url}/api/v1/query?" + urllib.parse.urlencode({"query": q, "time": t, "nocache": 1})
             result = json.loads(http(url, timeout=60))["data"]["result"]
-            return float(result[0]["value"][1])
+            return sum(float(r["value"][1]) for r in result)
+
+        def raw(t: float) -> float:
+            return at('sum(increase(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{hpc_job="7001"}[1h])) / 1000', t)
+
+        # each series a report reads from the rules beside the raw query the report reads for the
+        # same hour (installer/reports/usage.py); the data began 40 minutes ago, so every one of
+        # them grows from minute to minute and a sample a minute late differs
+        raw_hour = usage.raw_queries(HOUR, "")
+        read = {
+            "account_user:gpu_hours:sum1h": raw_hour["gpu_hours"],
+            "account_user:gpu_energy_joules:increase1h": raw_hour["joules"],
+            "account_user:gpu_active_hours:sum1h": raw_hour["active_hours"],
+            "cluster:gpu_hours:sum1h": raw_hour["cluster_gpu_hours"],
+            "cluster:gpu_energy_joules:increase1h": raw_hour["cluster_joules"],
+        }
+        for name, query in read.items():
+            got = recorded(name)
+            assert len(got) >= 2, (name, got)
+            for stamp, value in got:
+                assert value == pytest.approx(at(query, stamp / 1000), rel=1e-9), (name, stamp, value)
 
         for stamp, value in samples:
             assert stamp % 60_000 == 0, samples

@@ -258,9 +258,10 @@ def test_the_queries_break_down_by_partition_and_model_on_both_paths() -> None:
     """Both sources are asked for the same labels, so recorded and raw hours add up cell by cell."""
     from vigil.installer.reports.usage import raw_queries, recorded_queries
 
-    for queries in (recorded_queries(7200, ""), raw_queries(7200, "")):
+    by = "sum by (account, user, partition, modelName) ("
+    for queries, outer in ((recorded_queries(7200, ""), by), (raw_queries(7200, ""), f"sum_over_time(({by}")):
         for name in ("gpu_hours", "joules", "active_hours"):
-            assert queries[name].startswith("sum by (account, user, partition, modelName) ("), name
+            assert queries[name].startswith(outer), name
         assert queries["jobs"].startswith("group by (account, user, partition, hpc_job) (")
 
 
