@@ -26,6 +26,7 @@ from vigil.basics.atomic import write_file_atomic
 from vigil.installer.deploy.artifacts import DeployError
 from vigil.installer.deploy.fingerprint import FINGERPRINTED_PLAYBOOK, run_key
 from vigil.installer.deploy.leash import write_leash
+from vigil.installer.deploy.reap import end_run_processes, marker
 
 COUNTS = ("ok", "changed", "failed", "unreachable", "skipped")
 
@@ -236,6 +237,8 @@ def _environment(roles_path: Path, run_dir: Path) -> dict[str, str]:
     # ansible-playbook and ansible die with this process, however it ends (leash.py)
     leash = write_leash(run_dir, search_path)
     return {
+        # every process of the run carries it: a cancelled run ends them all (reap.py)
+        **marker(run_dir),
         "PATH": f"{leash}:{search_path}",
         "ANSIBLE_CONFIG": str(config),
         "ANSIBLE_ROLES_PATH": str(roles_path),
@@ -273,7 +276,8 @@ class PlaybookRun:
     _on_finish: Callable[[], None] | None = field(default=None, repr=False)
 
     def cancel(self) -> None:
-        """Ask ansible-runner to stop the run; it ends the play and reports status ``canceled``."""
+        """Stop the run: every process it started ends (reap.py) and ansible-runner reports status
+        ``canceled``. Returns at once; :meth:`wait` for the end."""
         self._cancel.set()
 
     @property
@@ -338,12 +342,30 @@ def start_playbook(
     run_dir.mkdir(mode=0o700, exist_ok=True)  # the plan may have made it, for the private Ansible copy
     progress = Progress()
     cancel = threading.Event()
+    reaped = threading.Event()
 
     def handler(event: dict[str, Any]) -> bool:
         progress.apply(event)
         if events is not None:
             events.put(dict(event))
         return True
+
+    def cancelled() -> bool:
+        """ansible-runner asks between reads of the playbook's output (on its thread): on the first
+        yes, every process of the run is ended first; ansible-runner's own SIGKILL to the playbook's
+        process group then finds nothing, where alone it left the workers (reap.py)."""
+        if not cancel.is_set():
+            return False
+        if not reaped.is_set():
+            end_run_processes(run_dir)
+            reaped.set()
+        return True
+
+    def finished(_runner: Any) -> None:
+        if cancel.is_set():  # anything the play started while it was being stopped
+            end_run_processes(run_dir, grace=1.0)
+        if on_finish is not None:
+            on_finish()
 
     thread, runner = ansible_runner.run_async(
         private_data_dir=str(run_dir),
@@ -358,8 +380,8 @@ def start_playbook(
         forks=forks,
         envvars=_environment(ansible_dir / "roles", run_dir),
         event_handler=handler,
-        cancel_callback=cancel.is_set,
-        finished_callback=(lambda _runner: on_finish()) if on_finish is not None else None,
+        cancel_callback=cancelled,
+        finished_callback=finished,
         quiet=True,
         artifact_dir=str(run_dir),
         ident="artifacts",
