@@ -32,7 +32,7 @@ FORMAT = 1
 #: fault kind -> what it does to the simulated GPU (also the CLI's help)
 KINDS: dict[str, str] = {
     "ecc-dbe": "one double-bit ECC error: DBE volatile total +1, a page retired, row remap failure = 1",
-    "ecc-sbe-storm": "single-bit ECC errors at --rate per second (default 50)",
+    "ecc-sbe-storm": "single-bit ECC errors at --rate per second (default 50), reached over --ramp seconds",
     "xid": "XID error --code (default 79, GPU fallen off the bus) as the last XID",
     "thermal": "temperature ramps up at 1 C/s to 97 C; thermal throttling above 85 C",
     "throttle": "clocks throttled: HW slowdown reason set, SM clock halved",
@@ -43,7 +43,7 @@ KINDS: dict[str, str] = {
 
 #: parameters each kind takes, with defaults
 PARAMS: dict[str, dict[str, float]] = {
-    "ecc-sbe-storm": {"rate": 50.0},
+    "ecc-sbe-storm": {"rate": 50.0, "ramp": 0.0},
     "xid": {"code": 79.0},
     "nvlink-crc": {"rate": 20.0},
 }
@@ -155,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--state", default=DEFAULT_STATE, help="fault state file (default: %(default)s)")
     ap.add_argument("--code", type=int, help="XID code for `xid`")
     ap.add_argument("--rate", type=float, help="errors per second for `ecc-sbe-storm`, `nvlink-crc`")
+    ap.add_argument("--ramp", type=float, help="seconds `ecc-sbe-storm` takes to grow from 0 to --rate")
     a = ap.parse_args(argv)
     try:
         if a.action == "list":
@@ -167,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
             params["code"] = a.code
         if a.rate is not None:
             params["rate"] = a.rate
+        if a.ramp is not None:
+            params["ramp"] = a.ramp
         doc = edit(a.state, a.kind, a.gpu, clear=a.action == "clear", params=params or None)
     except (FaultError, ValueError, OSError) as e:
         print(f"FAIL: {a.state}: {e}", file=sys.stderr)

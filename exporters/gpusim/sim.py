@@ -151,6 +151,18 @@ class _Instance:
         self.fb_used = 0
 
 
+def ramped(rate: float, ramp: float, a: float, b: float) -> float:
+    """Errors between A and B seconds after a storm's onset whose rate grows linearly from 0 to RATE
+    over its first RAMP seconds and stays there: the integral of the rate, exact whatever the scrape
+    interval."""
+
+    def since_onset(u: float) -> float:
+        u = max(u, 0.0)
+        return rate * u * u / (2 * ramp) if u <= ramp else rate * (ramp / 2 + u - ramp)
+
+    return since_onset(b) - since_onset(a)
+
+
 class _Gpu:
     """One GPU's state: counters (integrated) and the values for the current interval."""
 
@@ -192,14 +204,18 @@ class _Gpu:
         self.row_remap_failure = 0
         self.nvlink_bw_rate = 0.0
 
-    def integrate(self, dt: float) -> None:
-        """Step 2: the interval that just ended, with the state that held during it."""
+    def integrate(self, dt: float, t: float | None = None) -> None:
+        """Step 2: the interval (T - DT, T] that just ended, with the state that held during it."""
         if dt <= 0:
             return
         self.energy_mj += self.power_w * dt * 1000.0
         storm = self.faults.get("ecc-sbe-storm")
         if storm:
-            self.sbe += storm["rate"] * dt
+            onset = self.onset.get("ecc-sbe-storm")
+            if t is None or onset is None or storm.get("ramp", 0.0) <= 0:
+                self.sbe += storm["rate"] * dt
+            else:
+                self.sbe += ramped(storm["rate"], storm["ramp"], t - dt - onset, t - onset)
         crc = self.faults.get("nvlink-crc")
         if crc:
             self.nvlink_crc_flit += crc["rate"] * dt
@@ -329,7 +345,7 @@ class GpuSimulator:
         if self._last is not None:
             dt = t - self._last
             for g in self._gpus:
-                g.integrate(dt)
+                g.integrate(dt, t)
         for g in self._gpus:
             g.advance(t, jobs, active.get(str(g.index), {}), self.cfg)
         self._jobs = jobs

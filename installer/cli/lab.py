@@ -146,10 +146,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="GPU faults are written to the GPU simulator's state file on HOST "
         "(/var/lib/vigil/gpusim/faults.json), which it re-reads at every scrape: "
         "ecc-dbe (one double-bit ECC error, a retired page, row remap failure), ecc-sbe-storm "
-        "(single-bit ECC errors at --rate/s), xid (last XID = --code, default 79), thermal (temperature "
-        "ramps 1 C/s to 97 C, thermal throttling above 85 C), throttle (HW slowdown, SM clock halved), "
-        "nvlink-crc (CRC errors at --rate/s), fb-full (frame buffer full), stuck-idle (allocated but "
-        "0 % utilisation, idle power). node-down stops the node's exporter units (GPU exporter, "
+        "(single-bit ECC errors at --rate/s, reached over --ramp seconds), xid (last XID = --code, "
+        "default 79; with --kill-job, as with ecc-dbe, the job on the GPU loses its program), thermal "
+        "(temperature ramps 1 C/s to 97 C, thermal throttling above 85 C), throttle (HW slowdown, SM "
+        "clock halved), nvlink-crc (CRC errors at --rate/s), fb-full (frame buffer full), stuck-idle "
+        "(allocated but 0 % utilisation, idle power). node-down stops the node's exporter units (GPU exporter, "
         "node_exporter) so every scrape of it fails; Slurm and the host keep running. BMC faults go to "
         "the node's simulated BMC (/var/lib/vigil/bmcsim/faults.json, re-read at every request): "
         "bmc-thermal (inlet 48 C, CPU 96 C, above their critical thresholds; those sensors and the "
@@ -184,6 +185,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     f.add_argument("--clear", action="store_true", help="remove the fault")
     f.add_argument("--code", type=int, help="XID code for xid (default 79)")
     f.add_argument("--rate", type=float, help="errors per second for ecc-sbe-storm and nvlink-crc")
+    f.add_argument(
+        "--ramp", type=float, metavar="SECONDS", help="ecc-sbe-storm: grow from 0 to --rate over SECONDS"
+    )
+    f.add_argument(
+        "--kill-job",
+        action="store_true",
+        help="ecc-dbe, xid: then kill the program of the job on that GPU, as the failure would "
+        "(Slurm records the job FAILED)",
+    )
     f.set_defaults(func=_fault, action="lab.fault")
 
 
@@ -294,10 +304,30 @@ def samples_command(home: Path, selector: str) -> str:
 
 
 def _fault(args: argparse.Namespace, inv: ops.Invocation) -> int:
-    res = ops.lab_fault(inv, args.kind, args.host, args.gpu, clear=args.clear, code=args.code, rate=args.rate)
+    res = ops.lab_fault(
+        inv,
+        args.kind,
+        args.host,
+        args.gpu,
+        clear=args.clear,
+        code=args.code,
+        rate=args.rate,
+        ramp=args.ramp,
+        kill_job=args.kill_job,
+    )
+    killed = f"; killed the program of job {', '.join(res.killed_jobs)}" if res.killed_jobs else ""
+    if args.kill_job and not res.killed_jobs:
+        killed = "; no job held that GPU"
     if args.json:
         emit_json(
-            {"kind": res.kind, "host": res.host, "gpu": res.gpu, "cleared": res.cleared, "state": res.state}
+            {
+                "kind": res.kind,
+                "host": res.host,
+                "gpu": res.gpu,
+                "cleared": res.cleared,
+                "state": res.state,
+                "killed_jobs": list(res.killed_jobs),
+            }
         )
     elif res.kind == "node-down":
         units = res.state or "none"
@@ -320,6 +350,6 @@ def _fault(args: argparse.Namespace, inv: ops.Invocation) -> int:
     else:
         ok(
             f"{res.host}/{res.gpu}",
-            f"{res.kind} {'cleared' if res.cleared else 'injected'}; now: {res.state or 'none'}",
+            f"{res.kind} {'cleared' if res.cleared else 'injected'}; now: {res.state or 'none'}{killed}",
         )
     return 0

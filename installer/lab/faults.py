@@ -48,6 +48,8 @@ BMC_KINDS = ("bmc-thermal", "bmc-down")
 HOST_KINDS = ("power-off",)
 KINDS = (*GPU_KINDS, "node-down", *BMC_KINDS, *HOST_KINDS)
 FAULTS_FILE = "/var/lib/vigil/gpusim/faults.json"
+#: the Slurm job map on a GPU node (roles/slurm_jobmap: slurm_jobmap_dir), a file per GPU
+JOBMAP_DIR = "/run/vigil/jobmap"
 BMC_FAULTS_FILE = "/var/lib/vigil/bmcsim/faults.json"
 NODE_DOWN_FILE = "/run/vigil/lab-node-down"
 #: units node-down stops when they are active: the GPU exporter (simulated or real) and node_exporter,
@@ -67,6 +69,8 @@ class FaultResult:
     cleared: bool
     #: the host's active GPU faults after the change, or the units stopped/started for node-down
     state: str
+    #: the jobs whose program --kill-job killed
+    killed_jobs: tuple[str, ...] = ()
 
 
 def _faults_source(bmc: bool = False) -> str:
@@ -97,6 +101,11 @@ def _faults_source(bmc: bool = False) -> str:
 #: the faults that take --rate (errors per second) and --code (an XID code)
 RATE_KINDS = ("ecc-sbe-storm", "nvlink-crc")
 CODE_KINDS = ("xid",)
+#: the faults that take --ramp (seconds to reach --rate)
+RAMP_KINDS = ("ecc-sbe-storm",)
+#: the faults after which --kill-job ends the job on that GPU as the failure would (its program
+#: killed): an uncorrectable ECC error, an XID
+KILL_KINDS = ("ecc-dbe", "xid")
 
 
 def check_fault(
@@ -107,6 +116,8 @@ def check_fault(
     clear: bool,
     code: int | None,
     rate: float | None,
+    ramp: float | None = None,
+    kill_job: bool = False,
     hosts: tuple[Host, ...] = HOSTS,
 ) -> None:
     """Refuse a fault request that the lab (of HOSTS) would not carry out as asked, before anything
@@ -138,19 +149,28 @@ def check_fault(
         raise LabRequestRefused(host, f"{kind} needs a GPU index 0..{GPUS_PER_NODE - 1}")
     elif not gpu.isdigit() or not 0 <= int(gpu) < GPUS_PER_NODE:
         raise LabRequestRefused(f"{host}/{gpu}", f"no such GPU: give an index 0..{GPUS_PER_NODE - 1}")
-    for flag, value, kinds in (("--code", code, CODE_KINDS), ("--rate", rate, RATE_KINDS)):
+    for flag, value, kinds in (
+        ("--code", code, CODE_KINDS),
+        ("--rate", rate, RATE_KINDS),
+        ("--ramp", ramp, RAMP_KINDS),
+        ("--kill-job", "" if kill_job else None, KILL_KINDS),
+    ):
         if value is None:
             continue
         if clear:
-            raise LabRequestRefused(f"{flag} {value}", "not used with --clear")
+            raise LabRequestRefused(f"{flag} {value}".strip(), "not used with --clear")
         if kind not in kinds:
-            raise LabRequestRefused(f"{flag} {value}", f"is for {' and '.join(kinds)} only, not {kind}")
+            raise LabRequestRefused(
+                f"{flag} {value}".strip(), f"is for {' and '.join(kinds)} only, not {kind}"
+            )
     if code is not None and not 1 <= code <= 999:
         raise LabRequestRefused(f"--code {code}", "an XID code is 1..999")
     if rate is not None and not (math.isfinite(rate) and 0 < rate <= 1e6):
         raise LabRequestRefused(
             f"--rate {rate}", "must be a number of errors per second above 0 (at most 1e6)"
         )
+    if ramp is not None and not (math.isfinite(ramp) and 0 < ramp <= 86400):
+        raise LabRequestRefused(f"--ramp {ramp}", "must be a number of seconds above 0 (at most 86400)")
 
 
 def inject(
@@ -162,9 +182,11 @@ def inject(
     clear: bool = False,
     code: int | None = None,
     rate: float | None = None,
+    ramp: float | None = None,
+    kill_job: bool = False,
 ) -> FaultResult:
     hosts = lab_state.hosts_of(paths.state_file)
-    check_fault(kind, host, gpu, clear=clear, code=code, rate=rate, hosts=hosts)
+    check_fault(kind, host, gpu, clear=clear, code=code, rate=rate, ramp=ramp, kill_job=kill_job, hosts=hosts)
     h = host_by_name(host, hosts)
     if kind == "node-down":
         return _node_down(paths, h.name, h.ip, clear=clear)
@@ -182,6 +204,8 @@ def inject(
         argv += ["--code", str(int(code))]
     if rate is not None and not clear:
         argv += ["--rate", repr(float(rate))]
+    if ramp is not None and not clear:
+        argv += ["--ramp", repr(float(ramp))]
     cmd = " ".join(shlex.quote(a) for a in argv)
     try:
         cp = subprocess.run(
@@ -197,7 +221,42 @@ def inject(
     if cp.returncode != 0:
         why = (cp.stderr.strip().splitlines() or [f"exit status {cp.returncode}"])[-1]
         raise LabError(f"{host}:{FAULTS_FILE}", why)
-    return FaultResult(kind, h.name, str(int(gpu)), clear, cp.stdout.strip())
+    killed = _kill_job_on(paths, h.name, h.ip, str(int(gpu))) if kill_job else ()
+    return FaultResult(kind, h.name, str(int(gpu)), clear, cp.stdout.strip(), killed)
+
+
+#: on the node: the jobs the job map gives GPU $1, and each one's application (its `sleep`, the
+#: lab job's program) killed as a GPU failure kills a CUDA program; the batch script then exits
+#: 137 and Slurm records the job FAILED. Prints the job ids it killed a program of.
+_KILL_JOB = r"""
+set -eu
+map="$1/$2"
+[ -f "$map" ] || exit 0
+for job in $(tr -c '0-9
+' '
+' < "$map" | grep -E '^[0-9]+$' | sort -u); do
+  for pid in $(scontrol listpids "$job" 2>/dev/null | awk 'NR > 1 && $1 ~ /^[0-9]+$/ { print $1 }'); do
+    if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = sleep ]; then
+      kill -KILL "$pid" 2>/dev/null && echo "$job"
+    fi
+  done
+done | sort -u
+"""
+
+
+def _kill_job_on(paths: LabPaths, host: str, ip: str, gpu: str) -> tuple[str, ...]:
+    """Kill the program of the job(s) on HOST's GPU (see _KILL_JOB); their ids."""
+    cmd = f"sh -s -- {shlex.quote(JOBMAP_DIR)} {shlex.quote(gpu)}"
+    try:
+        cp = subprocess.run(
+            ssh_argv(paths, ip, cmd), input=_KILL_JOB, capture_output=True, text=True, timeout=60, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise LabError(host, "timed out killing the job on the GPU") from None
+    if cp.returncode != 0:
+        why = (cp.stderr.strip().splitlines() or [f"exit status {cp.returncode}"])[-1]
+        raise LabError(f"{host}/{gpu}", f"could not kill the job on the GPU: {why}")
+    return tuple(j for j in cp.stdout.split() if j.isdigit())
 
 
 def _node_down(paths: LabPaths, host: str, ip: str, *, clear: bool) -> FaultResult:

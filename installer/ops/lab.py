@@ -80,14 +80,28 @@ def lab_fault(
     clear: bool = False,
     code: int | None = None,
     rate: float | None = None,
+    ramp: float | None = None,
+    kill_job: bool = False,
 ) -> FaultResult:
-    """``lab.fault``: inject (or clear) a simulated GPU or BMC fault, or a node-down."""
+    """``lab.fault``: inject (or clear) a simulated GPU or BMC fault, or a node-down; with KILL_JOB,
+    the job on that GPU then loses its program as the failure would kill it."""
     where = f"{host}/{gpu}" if gpu is not None else host
     inv.object = f"lab/fault/{kind}/{where}"
     inv.details.update(kind=kind, host=host, gpu=gpu, clear=clear, code=code)
     hosts = hosts_of(lab.LabPaths.from_env().state_file)
-    check_fault(kind, host, gpu, clear=clear, code=code, rate=rate, hosts=hosts)  # before the record
-    inv.details.update(rate=rate)
-    res = inject(lab.LabPaths.from_env(), kind, host, gpu, clear=clear, code=code, rate=rate)
-    inv.details.update(state=res.state)
+    # before the record
+    check_fault(kind, host, gpu, clear=clear, code=code, rate=rate, ramp=ramp, kill_job=kill_job, hosts=hosts)
+    inv.details.update(rate=rate, ramp=ramp, kill_job=kill_job)
+    res = inject(
+        lab.LabPaths.from_env(),
+        kind,
+        host,
+        gpu,
+        clear=clear,
+        code=code,
+        rate=rate,
+        ramp=ramp,
+        kill_job=kill_job,
+    )
+    inv.details.update(state=res.state, killed_jobs=list(res.killed_jobs))
     return res

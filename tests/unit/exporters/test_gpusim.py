@@ -243,6 +243,31 @@ def test_fault_rates_sbe_storm_and_nvlink_crc(make_sim, tmp_path, clock):
     assert _val(t, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "0") == 0
 
 
+def test_a_ramped_sbe_storm_grows_to_its_rate_exactly_whatever_the_scrapes(make_sim, tmp_path, clock):
+    """--ramp 60 --rate 10: 10 t^2 / 120 errors t s after the onset for t <= 60 (300 at 60 s), then
+    10 more a second; the count is the integral of the rate, the same at any scrape interval."""
+    sim = make_sim()
+    _fault(tmp_path, "ecc-sbe-storm", "3", rate=10, ramp=60)
+    sim.scrape()  # the onset
+    seen = []
+    for step in (7, 13, 10, 30, 20):  # uneven scrapes: at 7, 20, 30, 60 and 80 s
+        clock.advance(step)
+        seen.append(_val(sim.scrape(), "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "3"))
+    expect = [int(10 * t * t / 120) for t in (7, 20, 30, 60)] + [300 + 10 * 20]
+    assert seen == expect
+    assert seen[1] - seen[0] < seen[3] - seen[2]  # the rate rose: the trend `vigil explain` reads
+    assert _val(sim.scrape(), "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "0") == 0
+
+
+def test_ramped_integrates_the_clamped_rate() -> None:
+    from vigil.exporters.gpusim.sim import ramped
+
+    assert ramped(10, 60, 0, 60) == pytest.approx(300)
+    assert ramped(10, 60, 60, 70) == pytest.approx(100)
+    assert ramped(10, 60, 50, 70) == pytest.approx(ramped(10, 60, 50, 60) + 100)
+    assert ramped(10, 60, -5, 0) == 0  # before the onset nothing
+
+
 def test_fault_xid_thermal_throttle_fb_full(make_sim, tmp_path, clock):
     sim = make_sim()
     _fault(tmp_path, "xid", "0", code=48)

@@ -66,6 +66,31 @@ def run(capsys: pytest.CaptureFixture[str], tmp_path: Path, *argv: str) -> tuple
         (["power-off", "mon01", "0"], "FAIL: mon01/0: power-off acts on the whole host: give no GPU index"),
         (["power-off", "mon02"], "FAIL: mon02: no such lab host (hosts: mon01, ctl01, gpu01, gpu02)"),
         (["power-off", "mon01", "--code", "79"], "FAIL: --code 79: is for xid only, not power-off"),
+        (
+            ["ecc-sbe-storm", "gpu01", "3", "--ramp", "0"],
+            "FAIL: --ramp 0.0: must be a number of seconds above 0 (at most 86400)",
+        ),
+        (
+            ["ecc-sbe-storm", "gpu01", "3", "--ramp", "inf"],
+            "FAIL: --ramp inf: must be a number of seconds above 0 (at most 86400)",
+        ),
+        (
+            ["nvlink-crc", "gpu01", "3", "--ramp", "60"],
+            "FAIL: --ramp 60.0: is for ecc-sbe-storm only, not nvlink-crc",
+        ),
+        (
+            ["ecc-sbe-storm", "gpu01", "3", "--clear", "--ramp", "60"],
+            "FAIL: --ramp 60.0: not used with --clear",
+        ),
+        (
+            ["thermal", "gpu01", "3", "--kill-job"],
+            "FAIL: --kill-job: is for ecc-dbe and xid only, not thermal",
+        ),
+        (
+            ["node-down", "gpu01", "--kill-job"],
+            "FAIL: --kill-job: is for ecc-dbe and xid only, not node-down",
+        ),
+        (["xid", "gpu01", "3", "--clear", "--kill-job"], "FAIL: --kill-job: not used with --clear"),
     ],
 )
 def test_lab_fault_refuses_what_it_would_not_do_as_asked(
