@@ -144,19 +144,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="inject (or --clear) a simulated GPU or BMC fault, or a node-down, on a lab GPU node; "
         "or a power-off of a monitoring host",
         description="GPU faults are written to the GPU simulator's state file on HOST "
-        "(/var/lib/vigil/gpusim/faults.json), which it re-reads at every scrape: "
-        "ecc-dbe (one double-bit ECC error, a retired page, row remap failure), ecc-sbe-storm "
-        "(single-bit ECC errors at --rate/s, reached over --ramp seconds), xid (last XID = --code, "
-        "default 79; with --kill-job, as with ecc-dbe, the job on the GPU loses its program), thermal "
-        "(temperature ramps 1 C/s to 97 C, thermal throttling above 85 C), throttle (HW slowdown, SM "
-        "clock halved), nvlink-crc (CRC errors at --rate/s), fb-full (frame buffer full), stuck-idle "
-        "(allocated but 0 % utilisation, idle power). node-down stops the node's exporter units (GPU exporter, "
-        "node_exporter) so every scrape of it fails; Slurm and the host keep running. BMC faults go to "
-        "the node's simulated BMC (/var/lib/vigil/bmcsim/faults.json, re-read at every request): "
-        "bmc-thermal (inlet 48 C, CPU 96 C, above their critical thresholds; those sensors and the "
-        "chassis report Health Critical), bmc-down (the BMC closes every connection unanswered); the "
-        "node, its GPUs and its exporters are untouched. power-off (a monitoring host) kills its container "
-        "with no shutdown, its disk kept; --clear boots it again from that disk. --clear undoes each one.",
+        "(/var/lib/vigil/gpusim/faults.json), which it re-reads at every scrape: ecc-dbe (one double-bit "
+        "ECC error, a retired page, row remap failure), ecc-sbe-storm (single-bit ECC errors at --rate/s,"
+        " reached over --ramp seconds), xid (last XID = --code, default 79; with --kill-job, as with ecc-"
+        "dbe, the job on the GPU loses its program), thermal (temperature ramps 1 C/s to 97 C, thermal "
+        "throttling above 85 C), throttle (HW slowdown, SM clock halved), nvlink-crc (CRC errors at "
+        "--rate/s), fb-full (frame buffer full), stuck-idle (allocated but 0 % utilisation, idle power). "
+        "node-down stops the node's exporter units (GPU exporter, node_exporter) so every scrape of it "
+        "fails; Slurm and the host keep running. BMC faults go to the node's simulated BMC "
+        "(/var/lib/vigil/bmcsim/faults.json, re-read at every request): bmc-thermal (inlet 48 C, CPU 96 "
+        "C, above their critical thresholds; those sensors and the chassis report Health Critical), bmc-"
+        "down (the BMC closes every connection unanswered); the node, its GPUs and its exporters are "
+        "untouched. power-off (a monitoring host) kills its container with no shutdown, its disk kept; "
+        "--clear boots it again from that disk. --clear undoes each one.",
     )
     f.add_argument(
         "kind",
