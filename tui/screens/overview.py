@@ -3,7 +3,8 @@ root, bundles, last change to the hosts and audit verify (read when the screen i
 ctrl+r) — then the cluster — the Grafana overview's panels read from VictoriaMetrics, and the firing
 alerts from Alertmanager with job, user and account, by severity — refreshed every 5 seconds while shown.
 Enter on an alert that names a job explains that job (`vigil explain job`, docs/incidents.md), an
-action of its own with its audit record.
+action of its own with its audit record; so does a job id typed in "Explain job" (a job search: any
+job the store holds, alerting or not).
 
 On a site deployed with TLS (the site CA and the API password in the state root) both are read
 over https, checked against the site CA, with the API login; otherwise over plain http.
@@ -126,6 +127,8 @@ class OverviewScreen(VigilScreen):
     OverviewScreen .row { height: 1; margin: 0 1; }
     OverviewScreen .row Label { width: 16; }
     OverviewScreen .row Input { width: 1fr; margin-right: 1; }
+    OverviewScreen .row Label.inline { width: auto; margin-right: 1; }
+    OverviewScreen .row Input#job { width: 12; }
     OverviewScreen #site { height: auto; max-height: 4; margin: 0 1; }
     OverviewScreen #replicas { height: auto; max-height: 6; margin: 0 1; }
     OverviewScreen #panels { height: 1; margin: 0 1; text-style: bold; }
@@ -154,6 +157,10 @@ class OverviewScreen(VigilScreen):
         with Horizontal(classes="row"):
             yield Label("VictoriaMetrics")
             yield Input(vm_url, id="vm", compact=True)
+            yield Label("Explain job", classes="inline")
+            yield Input(
+                placeholder="job id", id="job", compact=True, restrict=r"[A-Za-z0-9._-]*", max_length=64
+            )
         with Horizontal(classes="row"):
             yield Label("Alertmanager")
             yield Input(am_url, id="am", compact=True)
@@ -183,6 +190,16 @@ class OverviewScreen(VigilScreen):
             self._timer.stop()
             self._timer = None
 
+    @on(Input.Submitted, "#job")
+    def explain_typed(self, event: Input.Submitted) -> None:
+        """A job id typed in "Explain job": that job, explained (whether or not an alert names it)."""
+        job = event.value.strip()
+        if not job:
+            self.query_one("#result", ResultLine).info("type a job id, then enter")
+            return  # anything else typed is the explanation's to check (installer/reports/explain.py)
+        self.query_one("#result", ResultLine).info(f"explaining job {job} …")
+        self._explain(job, self.query_one("#vm", Input).value.strip())
+
     @on(DataTable.RowSelected, "#alerts")
     def explain_selected(self, event: DataTable.RowSelected) -> None:
         """Enter on an alert: the first job it names, explained."""
@@ -210,7 +227,8 @@ class OverviewScreen(VigilScreen):
         self.query_one("#result", ResultLine).info(f"job {job} explained")
         self.app.push_screen(ExplainScreen(f"job {job}", ops.explain_lines(outcome.value)))
 
-    @on(Input.Submitted)
+    @on(Input.Submitted, "#vm")
+    @on(Input.Submitted, "#am")
     @on(Button.Pressed, "#refresh")
     def action_refresh_all(self) -> None:
         """ctrl+r: the site's state as well as the cluster (the timer reads the cluster only)."""

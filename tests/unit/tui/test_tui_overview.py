@@ -357,11 +357,8 @@ def _explained(job: str) -> dict[str, Any]:
     }
 
 
-def test_enter_on_an_alert_explains_its_job(
-    stub: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The alert names job 4242 (in its annotations): enter opens the explanation, an audited action,
-    its account shown as text on one line."""
+def explaining(stub: str, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
+    """Home reading the stub, and `vigil explain job` answering for any job: the (job, vm) asked."""
     monkeypatch.setenv("VIGIL_VM_URL", stub)
     monkeypatch.setenv("VIGIL_ALERTMANAGER_URL", stub)
     asked: list[tuple[str, Any]] = []
@@ -372,6 +369,15 @@ def test_enter_on_an_alert_explains_its_job(
         return _explained(job)
 
     monkeypatch.setattr(screen.ops, "explain_job_op", explain)
+    return asked
+
+
+def test_enter_on_an_alert_explains_its_job(
+    stub: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The alert names job 4242 (in its annotations): enter opens the explanation, an audited action,
+    its account shown as text on one line."""
+    asked = explaining(stub, monkeypatch)
     seen: dict[str, Any] = {}
 
     async def scenario(app: VigilApp, pilot: Pilot[None]) -> None:
@@ -393,6 +399,40 @@ def test_enter_on_an_alert_explains_its_job(
     assert [x for x in lines if x.startswith("VERDICT")] == [
         "VERDICT: GPU 2 on gpu01: clocks cut by hardware thermal slowdown"
     ]
+    records = (tmp_path / "home" / "audit").glob("*")
+    assert any("explain.job" in p.read_text(errors="replace") for p in records if p.is_file())
+
+
+def test_a_typed_job_id_is_explained_and_an_empty_one_asked_for(
+    stub: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job search: a job id typed in "Explain job" opens its explanation, alerting or not (the
+    same audited action as enter on an alert); enter on an empty box asks for an id and reads
+    nothing; what the box refuses to take (a PromQL injection) never reaches the store."""
+    from textual.widgets import Input
+
+    asked = explaining(stub, monkeypatch)
+    seen: dict[str, Any] = {}
+
+    async def scenario(app: VigilApp, pilot: Pilot[None]) -> None:
+        await settle(app, pilot)
+        box = app.screen.query_one("#job", Input)
+        box.focus()
+        await pilot.press("enter")
+        await settle(app, pilot)
+        seen["empty"] = str(app.screen.query_one("#result").render())
+        await pilot.press(*'7"}or{x', "enter")  # typed: only 7 and the letters are taken
+        await settle(app, pilot)
+        seen["typed"] = box.value
+        seen["screen"] = type(app.screen).__name__
+        seen["text"] = str(app.screen.query_one("#explanation").render())
+        await pilot.press("escape")
+        await settle(app, pilot)
+
+    drive(tmp_path / "home", scenario, start="overview")
+    assert "type a job id" in seen["empty"]
+    assert seen["typed"] == "7orx" and asked == [("7orx", stub)]
+    assert seen["screen"] == "ExplainScreen" and seen["text"].startswith("job 7orx: user ada")
     records = (tmp_path / "home" / "audit").glob("*")
     assert any("explain.job" in p.read_text(errors="replace") for p in records if p.is_file())
 
