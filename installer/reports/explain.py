@@ -51,6 +51,10 @@ POINTS = 600
 FAILED_STATES = frozenset({"FAILED", "NODE_FAIL", "BOOT_FAIL", "OUT_OF_MEMORY"})
 #: a job whose GPU series end this soon after a GPU fault on it ended with that fault
 ENDED_WITH_FAULT_S = 600
+#: how long after a job's last sample its GPUs' errors still count as the job's: the failure that
+#: ends a job is scraped after it, on series that no longer carry the job (a job that takes the GPU
+#: in the meantime stops it sooner: its series are not read)
+AFTER_END_S = 300
 #: NVML's clock throttle reasons, bit by bit (nvmlClocksEventReasons / ThrottleReasons)
 THROTTLE_BITS = (
     (0x1, "GPU idle"),
@@ -267,20 +271,30 @@ def _during(r: _Reader, job: str, gpus: Sequence[GpuFacts], first: float, last: 
         g.peak_temp_c = v
     for g, v in each(_increase("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", sel, window)):
         g.sbe = int(v)
-    for g, v in each(f"max by ({_GPU}) (max_over_time(DCGM_FI_DEV_ROW_REMAP_FAILURE{{{sel}}}[{window}]))"):
-        g.row_remap_failure = v > 0
     for name in (
         "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
         "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
     ):
         for g, v in each(_increase(name, sel, window)):
             g.nvlink_crc += int(v)
+    # The failure that ends a job shows at its GPUs' next scrapes, which no longer carry the job (its
+    # epilog removed the job map as the program died): the errors are read on the job's series and on
+    # the same GPUs' series without a job up to AFTER_END_S after its last sample. A job that took a
+    # GPU meanwhile has series of its own, which are not read.
+    nodes = "|".join(_regex_quote(n) for n in sorted({g.instance for g in gpus}))
+    ids = "|".join(_regex_quote(g.gpu) for g in gpus)
+    events = f"instance=~{quote(nodes)},gpu=~{quote(ids)},hpc_job=~{quote(_regex_quote(job) + '|')}"
+    end = max(last, min(now, last + AFTER_END_S))
     # sticky fields read as points: the XID that appeared, when; the throttle reasons seen
-    _xids(r, sel, wanted, first - 60, last)
-    for labels, points in r.range(f"max by ({_GPU}) (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{{sel}}})", first, last):
+    _xids(r, events, wanted, first, end)
+    for labels, points in r.range(f"max by ({_GPU}) (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{{events}}})", first, end):
         found = wanted.get(_key(labels))
         if found is not None:
             found.dbe, found.dbe_at, _ = _rise(points)
+    for labels, points in r.range(f"max by ({_GPU}) (DCGM_FI_DEV_ROW_REMAP_FAILURE{{{events}}})", first, end):
+        found = wanted.get(_key(labels))
+        if found is not None:
+            found.row_remap_failure = any(v > 0 for _, v in points)
     for labels, points in r.range(
         f"max by ({_GPU}) (DCGM_FI_DEV_CLOCK_THROTTLE_REASONS{{{sel}}})", first, last
     ):

@@ -257,3 +257,72 @@ def test_a_gpus_history_its_jobs_errors_alerts_and_verdict(vm: VictoriaMetrics) 
     for bad in ("gpu01", 'gpu01:3"} or vector(1)', ":3", "gpu01:"):
         with pytest.raises(ExplainError):
             explain_gpu(vm, bad, now=END + 600)
+
+
+# --- the failure scraped after the job: its program died before the next scrape ---------------------
+
+#: job 5151 (carol, physics) on GPUs 0-1 of gpu02 from 05:00 to 05:20:00 (its last sample). GPU 1's
+#: uncorrectable error killed its program at 05:20:05: the epilog removed the job map, so the scrape
+#: at 05:20:15 that first shows the double-bit error, the row it could not remap and XID 48 carries no
+#: job. Job 5152 takes GPU 1 at 05:21:00, and its own program's XID 13 at 05:22 is not 5151's.
+J0, J1 = ts("2026-11-21T05:00:00"), ts("2026-11-21T05:20:00")
+NEXT = ts("2026-11-21T05:21:00")
+NEXT_XID = ts("2026-11-21T05:22:00")
+
+
+def after_lines() -> Iterator[dict[str, Any]]:
+    for gpu in (0, 1):
+        base = {"instance": "gpu02", "job": "dcgm_exporter", "gpu": str(gpu), "UUID": f"GPU-1000000{gpu}"}
+        spans = [(J0, J1 + 1, "5151"), (J1 + 15, NEXT, ""), (NEXT, NEXT + 1800, "5152" if gpu == 1 else "")]
+        for lo, hi, job in spans:
+            times = list(range(lo, hi, STEP))
+            labels = {**base, **({"hpc_job": job} if job else {})}
+            failed = gpu == 1 and lo > J1
+            xid = [13.0 if gpu == 1 and t >= NEXT_XID else 48.0 if failed else 0.0 for t in times]
+            for name, values in (
+                ("DCGM_FI_DEV_GPU_TEMP", [60.0] * len(times)),
+                ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", [1.0 if failed else 0.0] * len(times)),
+                ("DCGM_FI_DEV_ROW_REMAP_FAILURE", [1.0 if failed else 0.0] * len(times)),
+                ("DCGM_FI_DEV_XID_ERRORS", xid),
+            ):
+                yield {
+                    "metric": {"__name__": name, **labels},
+                    "values": values,
+                    "timestamps": [t * 1000 for t in times],
+                }
+    times = list(range(J0, J1 + 1, STEP))
+    yield {
+        "metric": {
+            "__name__": "slurm_job_info",
+            "instance": "gpu02",
+            "hpc_job": "5151",
+            "user": "carol",
+            "account": "physics",
+            "partition": "gpu",
+            "node": "gpu02",
+        },
+        "values": [1.0] * len(times),
+        "timestamps": [t * 1000 for t in times],
+    }
+
+
+def test_the_failure_that_ended_the_job_is_the_jobs_though_scraped_after_it(
+    components: Path, tmp_path: Path
+) -> None:
+    """The scrape that shows a GPU failure often comes after the job it killed, on series without the
+    job: those count for 5 minutes after the job's last sample (AFTER_END_S), or until another job
+    takes the GPU. Seen on the lab's staged incident: without it, `vigil explain` found the job
+    failed but none of the errors that failed it."""
+    server = VM(components / "victoria-metrics" / "bin" / "victoria-metrics", tmp_path / "after")
+    try:
+        server.load(after_lines())
+        doc = explain_job(VictoriaMetrics(server.url), "5151", now=NEXT + 3600)
+    finally:
+        server.stop()
+    g0, g1 = doc["gpus"]
+    assert (g1["ecc_double_bit"], g1["row_remap_failure"]) == (1, True), g1
+    assert [(x["code"], x["at"]) for x in g1["xids"]] == [(48, "2026-11-21T05:20:15Z")], g1["xids"]
+    assert g1["ecc_double_bit_first"] == "2026-11-21T05:20:15Z"
+    assert (g0["ecc_double_bit"], g0["row_remap_failure"], g0["xids"], g0["verdict"]) == (0, False, [], None)
+    assert doc["failed"] is True, doc["failed_because"]
+    assert doc["verdicts"] == [g1["verdict"]] and "XID 48 at 2026-11-21 05:20:15 UTC" in g1["verdict"]

@@ -77,6 +77,9 @@ def incident(lab: Any, stack: dict[str, str], tmp_path_factory: pytest.TempPathF
         started = time.monotonic()
         doc = json.loads(_vigil(stack, "explain", "job", job, "--sacct", str(sacct), "--json"))
         explain_s = time.monotonic() - started
+        keep = os.environ.get("VIGIL_INCIDENT_JSON")  # the explanation, kept for the README's picture
+        if keep:
+            Path(keep).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
         text = _vigil(stack, "explain", "job", job, "--sacct", str(sacct))
         return {
             "job": job,
@@ -138,6 +141,3 @@ def test_explain_names_the_gpu_the_team_the_hours_lost_and_the_alerts(
     measured("lab incident: XID 48 to the job ended in Slurm", incident["seconds"]["end"])
     measured("lab incident: XID 48 to its alerts at Alertmanager", incident["seconds"]["alerts"])
     measured("lab incident: vigil explain job (the CLI's whole run)", incident["seconds"]["explain"])
-    keep = os.environ.get("VIGIL_INCIDENT_JSON")  # the explanation, kept for the README's picture
-    if keep:
-        Path(keep).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
