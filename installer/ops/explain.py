@@ -83,9 +83,14 @@ def explain_lines(doc: dict[str, Any]) -> list[str]:
         out.append(f"  {name} on {g['instance']} ({g['uuid'] or 'no UUID'}): " + "; ".join(parts))
         before = g["before"]
         prior = [f"{x['code']} at {x['at']}" for x in before["xids"]]
+        by_day = before["ecc_single_bit_by_day"]
+        counted = (
+            f"{before['ecc_single_bit']} single-bit ECC errors (by day {by_day})"
+            if by_day
+            else "no samples of this GPU recorded"  # a fresh install, or the store's retention
+        )
         out.append(
-            f"    the {before['days']} days before: {before['ecc_single_bit']} single-bit ECC errors "
-            f"(by day {before['ecc_single_bit_by_day']})"
+            f"    the {before['days']} days before: {counted}"
             + (f", XID {', '.join(prior)}" if prior else "")
             + (
                 f", earlier jobs hit by GPU errors: {', '.join(before['earlier_jobs_hit_by_gpu_errors'])}"

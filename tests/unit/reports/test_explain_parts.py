@@ -51,3 +51,26 @@ def test_a_counter_s_rise_skips_resets_and_says_whether_it_grows() -> None:
 def test_throttle_bits_are_named_and_garbage_is_ignored() -> None:
     assert _throttle([0, 8, 136]) == ["hardware slowdown", "hardware power brake"]
     assert _throttle([float("nan"), -1, 1]) == ["GPU idle"]
+
+
+def test_the_days_before_say_when_nothing_was_recorded() -> None:
+    """The lab's staged incident on a fresh lab: no sample of its GPUs before the job. The line says
+    so instead of printing an empty list; with days recorded it gives their counts."""
+    import copy
+    import json
+    from pathlib import Path
+
+    from vigil.installer.ops import explain_lines
+
+    doc = json.loads(
+        (Path(__file__).resolve().parents[3] / "benchmarks/data/incident-explain-lab.json").read_text()
+    )
+    lines = explain_lines(doc)
+    assert sum("the 7 days before: no samples of this GPU recorded" in x for x in lines) == 4
+    assert not any("by day []" in x for x in lines)
+    seen = copy.deepcopy(doc)
+    seen["gpus"][3]["before"].update(ecc_single_bit=12, ecc_single_bit_by_day=[0, 0, 0, 0, 2, 4, 6])
+    assert any(
+        "the 7 days before: 12 single-bit ECC errors (by day [0, 0, 0, 0, 2, 4, 6])" in x
+        for x in explain_lines(seen)
+    )
