@@ -46,6 +46,7 @@ import stat
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, cast
 
@@ -453,11 +454,15 @@ def make_server(
     tls: ssl.SSLContext | None = None,
     auth: BasicAuth | None = None,
     source_key: Callable[[str], str] = source_of,
+    paths: Mapping[str, Callable[[], str]] | None = None,
 ) -> ThreadingHTTPServer:
     """A server on ADDRESS whose ``GET /metrics`` answers ``render()``; not started (call serve_forever).
     With TLS (see :func:`server_context`) it serves HTTPS only; with AUTH every request needs its
     Basic credentials. SOURCE_KEY maps a peer address to the source it counts against for
-    MAX_PER_SOURCE (:func:`source_of`)."""
+    MAX_PER_SOURCE (:func:`source_of`). PATHS serves further exposition pages, each at its exact
+    path (the query string ignored, nothing decoded: a path is a key, never parsed)."""
+    pages: dict[str, Callable[[], str]] = dict(paths or {})
+    pages["/metrics"] = render
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "vigil-exporters"
@@ -544,24 +549,25 @@ def make_server(
 
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
-            if path == "/metrics":
+            page = pages.get(path)
+            if page is not None:
                 try:
-                    body = render().encode("utf-8")
+                    body = page().encode("utf-8")
                 except ScrapeError as e:
                     log.error("scrape failed: %s", e)
                     self._send(500, b"internal error rendering metrics\n", "text/plain; charset=utf-8")
                     return
                 except Exception:  # a scrape must never take the exporter down
-                    log.exception("rendering /metrics failed")
+                    log.exception("rendering %s failed", path)
                     self._send(500, b"internal error rendering metrics\n", "text/plain; charset=utf-8")
                     return
                 self._send(200, body, CONTENT_TYPE)
             elif path == "/":
-                page = (
+                html = (
                     f"<html><head><title>{title}</title></head><body><h1>{title}</h1>"
                     '<p><a href="/metrics">Metrics</a></p></body></html>\n'
                 )
-                self._send(200, page.encode(), "text/html; charset=utf-8")
+                self._send(200, html.encode(), "text/html; charset=utf-8")
             else:
                 self._send(404, b"not found\n", "text/plain; charset=utf-8")
 

@@ -315,9 +315,20 @@ class _Gpu:
 class GpuSimulator:
     """The node's simulated GPUs. ``scrape()`` advances them to now and returns the exposition text."""
 
-    def __init__(self, cfg: SimConfig, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        cfg: SimConfig,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        jobmap: Callable[[], Mapping[str, list[str]]] | None = None,
+        faults: Callable[[], Mapping[str, dict[str, dict[str, float]]]] | None = None,
+    ) -> None:
+        """JOBMAP and FAULTS, when given, stand in for the job map dir and the fault state file (the
+        fleet simulator's schedule); each is called once per scrape, as the files would be read."""
         self.cfg = cfg
         self._clock = clock
+        self._read_jobmap = jobmap or (lambda: read_jobmap(cfg.jobmap_dir))
+        self._read_faults = faults or (lambda: _faults.load(cfg.faults_file))
         self._lock = threading.Lock()
         self._gpus = [_Gpu(i, cfg) for i in range(cfg.gpus)]
         self._jobs: dict[str, list[str]] = {}
@@ -336,9 +347,9 @@ class GpuSimulator:
 
     def _update_locked(self) -> float:
         t = self._clock()
-        jobs = read_jobmap(self.cfg.jobmap_dir)  # first: when it fails, no state has changed
+        jobs = dict(self._read_jobmap())  # first: when it fails, no state has changed
         try:
-            active = _faults.load(self.cfg.faults_file)
+            active = dict(self._read_faults())
         except (ValueError, OSError, _faults.FaultError):
             self.fault_errors += 1
             active = {str(g.index): g.faults for g in self._gpus}  # keep the last good state
