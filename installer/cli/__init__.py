@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     from vigil.installer.cli import keys as keys_cli
     from vigil.installer.cli import lab as lab_cli
     from vigil.installer.cli import pki as pki_cli
+    from vigil.installer.cli import plan as plan_cli
     from vigil.installer.cli import report as report_cli
     from vigil.installer.cli import trust as trust_cli
     from vigil.installer.cli import tui as tui_cli
@@ -79,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
         pki_cli,
         report_cli,
         explain_cli,
+        plan_cli,
         backup_cli,
         audit_cli,
         demo_cli,

@@ -63,6 +63,7 @@ from vigil.installer.ops.pki import (
     pki_status,
     pki_status_failure,
 )
+from vigil.installer.ops.plan import PlanInputs, plan_lines, plan_op
 from vigil.installer.ops.replicas import monitoring_urls, read_replicas, replica_health, site_metrics_key
 from vigil.installer.ops.report import (
     Generated,
@@ -116,6 +117,7 @@ __all__ = [
     "Invocation",
     "NewKey",
     "Outcome",
+    "PlanInputs",
     "SiteAccess",
     "Answer",
     "Failure",
@@ -169,6 +171,8 @@ __all__ = [
     "pki_status",
     "pki_status_failure",
     "plan_deploy",
+    "plan_lines",
+    "plan_op",
     "read_shared_vars",
     "record",
     "report_close",

@@ -35,6 +35,7 @@ JSON = {
     "pki status",
     "explain job",
     "explain gpu",
+    "plan",
 }
 #: subcommands that verify against a trust root; each must take --trust
 TRUST = {
