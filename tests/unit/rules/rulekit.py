@@ -239,6 +239,7 @@ SHIPPED_INTERVALS = {
     "vigil_gpu_alerts": "30s",
     "vigil_redfish": "30s",
     "vigil_pair": "30s",
+    "vigil_fabric": "30s",
     "vigil_certificates": "1m",
     "vigil_backups": "1m",
     "vigil_accounting": "1m",
