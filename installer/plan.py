@@ -48,10 +48,10 @@ class Measured:
     vm_cores_per_ksamples: float = 0.0334
     vmalert_cores_per_kgpu: float = 0.0054
     #: the admin host's CPU seconds for a deploy, a + b x GPU nodes: the least-squares lines over 2, 4, 8
-    #: and 16 GPU nodes of docs/benchmarks.md (2026-12-03); the rerun's line predates the per-role
-    #: fingerprints, which took the 2-node rerun from 81.3 to 26.7 s of CPU: an upper bound
-    deploy_first_cpu: tuple[float, float] = (41.6, 25.9)
-    deploy_rerun_cpu: tuple[float, float] = (40.6, 18.4)
+    #: and 16 GPU nodes, fresh lab hosts each, with the per-role fingerprints (benchmarks/deploy.py,
+    #: docs/benchmarks.md 2026-12-08; benchmarks/data/deploy-2-4-8-16-fingerprints.json)
+    deploy_first_cpu: tuple[float, float] = (82.3, 19.19)
+    deploy_rerun_cpu: tuple[float, float] = (14.1, 3.37)
     #: bytes a sample takes in vmagent's queue (the vmagent role's own figure: docs/ha.md)
     queue_bytes_per_sample: int = 16
 
@@ -178,7 +178,7 @@ def plan_lines(doc: dict[str, Any]) -> list[str]:
     lines += [
         f"CPU per replica:      VictoriaMetrics {c['victoriametrics']} cores, vmalert {c['vmalert']} "
         "(cores of the machine measured on)",
-        f"admin host:           first deploy {d['first_cpu_s']:,} CPU-s, a rerun at most "
+        f"admin host:           first deploy {d['first_cpu_s']:,} CPU-s, a rerun "
         f"{d['rerun_cpu_s']:,} CPU-s; with {inp['admin_cores']} cores and --forks {d['forks']}: "
         f"about {d['first_minutes']} and {d['rerun_minutes']} min",
         "inventory (group_vars/all.yml):",
