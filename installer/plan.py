@@ -22,9 +22,11 @@ class PlanError(VigilError):
 class Measured:
     #: node_exporter 1.5.0 (Debian 12's, the bundle's) with its default collectors and the textfile
     #: collector, on this project's 2-CPU test machine: 507 series, 26 of them per CPU (13 a CPU:
-    #: 8 CPU modes, 2 guest modes, 3 softnet counters); the rest (481) does not grow with the CPUs.
-    #: A node with more NICs, disks or file systems has more (about 36 series a NIC).
+    #: 8 CPU modes, 2 guest modes, 3 softnet counters); the rest (481) does not grow with the CPUs:
+    #: 316 that name no device or mount point, and 165 for that machine's 4 network devices, 2 disks
+    #: and its file systems (about 36 series a NIC, 18 a disk, 7 a file system)
     node_exporter_base: int = 481
+    node_exporter_fixed: int = 316
     node_exporter_per_cpu: int = 13
     #: the fields of the dcgm_exporter role's counters file (roles/dcgm_exporter/files/vigil-counters.csv),
     #: one series each per GPU (per MIG instance on a MIG GPU)

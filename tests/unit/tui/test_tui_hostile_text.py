@@ -155,6 +155,8 @@ async def look_and_click(app: VigilApp, pilot: Pilot[None]) -> Seen:
         seen.quits.append("app.quit")
 
     app.action_quit = quit_noted  # type: ignore[method-assign]
+    # the screen at rest: a table the scenario scrolled through may still be scrolling back
+    await pilot.wait_for_scheduled_animations()
     await pilot.pause()
     for y, strip in enumerate(app.screen._compositor.render_strips()):
         x, text = 0, []
